@@ -672,6 +672,12 @@ impl<'a> Ring<'a> {
                 .u32_at_unchecked(self.base + R_CHUNK_STATE + 4 * (c % MAX_CHUNKS))
         }
     }
+    /// Give chunk `c` back to its sender (`c < chunks`): the receiver is done with its
+    /// bytes (copied, or refused).
+    #[inline]
+    pub fn release_chunk(&self, c: usize) {
+        self.chunk_state(c).store(0, Ordering::Release);
+    }
     /// The acknowledgement ring.
     pub fn acks(&self) -> AckRing<'a> {
         AckRing(*self)

@@ -136,6 +136,56 @@ fn publish_slot(
     p.publish(ring);
 }
 
+/// Ring 0 of a node's region driven by hand, as a sender drives it: the region mapped
+/// as a peer maps it ([`map_region_of`]), the ring claimed in `pid`'s name
+/// ([`claim_ring_0`]), and the producer that reserves its slots.
+struct HandRing {
+    region: ofi_prov_shm::region::Region,
+    producer: ofi_prov_shm::ring::Producer,
+}
+
+impl HandRing {
+    fn claim(n: &Node, pid: i32) -> HandRing {
+        let region = map_region_of(n);
+        claim_ring_0(&region, pid);
+        let producer = ofi_prov_shm::ring::Producer::new(region.geometry().slots, 0);
+        HandRing { region, producer }
+    }
+
+    /// The ring.
+    fn ring(&self) -> ofi_prov_shm::region::Ring<'_> {
+        self.region.ring(0)
+    }
+
+    /// Reserve the next slot and publish `raw` in it ([`publish_slot`]); false while
+    /// the ring is full.
+    fn try_put(&mut self, raw: &[u8]) -> bool {
+        let ring = self.region.ring(0);
+        let Some(i) = self.producer.reserve(&ring).expect("ring words") else {
+            return false;
+        };
+        publish_slot(&self.region, &ring, &mut self.producer, i, raw);
+        true
+    }
+}
+
+/// The bytes of a whole inline slot carrying `payload` (message `id`, header `flags`,
+/// tag and CQ data 0), as a sender writes them.
+fn inline_slot_bytes(flags: u8, id: u64, payload: &[u8]) -> [u8; ofi_prov_shm::region::SLOT_SIZE] {
+    use ofi_prov_shm::proto::{Body, Slot, INLINE_OFF};
+    let mut raw = slot_bytes(&Slot {
+        flags,
+        tag: 0,
+        data: 0,
+        body: Body::Inline {
+            len: payload.len(),
+            id,
+        },
+    });
+    raw[INLINE_OFF..INLINE_OFF + payload.len()].copy_from_slice(payload);
+    raw
+}
+
 // ------------------------------------------------------------------ child process
 
 /// The child: open a node, print its address, read the parent's, then act by mode.
@@ -326,20 +376,14 @@ fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
 #[test]
 fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     use ofi_prov_shm::proto::{self, Body, Slot};
-    use ofi_prov_shm::ring::{Producer, RingWords};
+    use ofi_prov_shm::ring::RingWords;
     use std::sync::atomic::Ordering;
 
     let reg = registry();
     let b = node(&reg);
-    let region = map_region_of(&b);
     // Act as a hostile sender on ring 0.
-    let ring = claim_ring_0(&region, std::process::id() as i32);
-    let geo = region.geometry();
-    let mut p = Producer::new(geo.slots, 0);
-    let mut put = |raw: &[u8]| {
-        let i = p.reserve(&ring).unwrap().unwrap();
-        publish_slot(&region, &ring, &mut p, i, raw);
-    };
+    let mut hand = HandRing::claim(&b, std::process::id() as i32);
+    let mut put = |raw: &[u8]| assert!(hand.try_put(raw), "a free slot");
     let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
     // 1: inline length beyond the slot.
     raw[8] = proto::SlotKind::Inline as u8;
@@ -350,13 +394,15 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
         flags: 0,
         tag: 0,
         data: 0,
-        body: Body::Bounce {
+        body: Body::Bounce(proto::BounceSlot {
             total: 10,
             id: 1,
-            offset: 0,
-            chunk: 0,
-            clen: 10,
-        },
+            frag: proto::ChunkFrag {
+                offset: 0,
+                chunk: 0,
+                clen: 10,
+            },
+        }),
     };
     let mut r2 = slot_bytes(&bad);
     // The chunk index sits at body offset 24.
@@ -367,22 +413,14 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     r3[8] = 77;
     put(&r3);
     // 4: a good inline message.
-    let good = Slot {
-        flags: 0,
-        tag: 0,
-        data: 0,
-        body: Body::Inline { len: 2, id: 0 },
-    };
-    let mut r4 = slot_bytes(&good);
-    r4[proto::INLINE_OFF..proto::INLINE_OFF + 2].copy_from_slice(b"ok");
-    put(&r4);
+    put(&inline_slot_bytes(0, 0, b"ok"));
     let mut buf = [0u8; 64];
     b.recv(&mut buf, 5);
     let e = wait_ok(&b.cq, "the good message");
     assert_eq!((e.op_context, e.len), (5, 2));
     assert_eq!(&buf[..2], b"ok");
     assert!(poll(&b.cq).is_none(), "the corrupt slots delivered nothing");
-    let _ = ring.tail().load(Ordering::Acquire);
+    let _ = hand.ring().tail().load(Ordering::Acquire);
 }
 
 /// A sender that asks for acknowledgements (`F_ACK`) and never takes them: the
@@ -392,38 +430,26 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
 #[test]
 fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
     use ofi_prov_shm::ep::ACK_BACKLOG_MAX;
-    use ofi_prov_shm::proto::{self, Body, Slot, F_ACK};
-    use ofi_prov_shm::ring::{Consumer, Producer};
+    use ofi_prov_shm::proto::F_ACK;
+    use ofi_prov_shm::ring::Consumer;
     use std::sync::atomic::Ordering;
 
     let reg = registry();
     let b = node(&reg);
-    let region = map_region_of(&b);
-    let ring = claim_ring_0(&region, std::process::id() as i32);
-    let geo = region.geometry();
+    let mut hand = HandRing::claim(&b, std::process::id() as i32);
+    let geo = hand.region.geometry();
     let total = geo.slots + ACK_BACKLOG_MAX + 40;
     let mut bufs = vec![[0u8; 8]; total];
     for (k, buf) in bufs.iter_mut().enumerate() {
         b.recv(buf, 1000 + k);
     }
-    let mut p = Producer::new(geo.slots, 0);
-    let put = |p: &mut Producer, k: usize| -> bool {
-        let Some(i) = p.reserve(&ring).expect("ring words") else {
-            return false;
-        };
-        let msg = Slot {
-            flags: F_ACK,
-            tag: 0,
-            data: 0,
-            body: Body::Inline {
-                len: 8,
-                id: k as u64 + 1,
-            },
-        };
-        let mut raw = slot_bytes(&msg);
-        raw[proto::INLINE_OFF..proto::INLINE_OFF + 8].copy_from_slice(&(k as u64).to_le_bytes());
-        publish_slot(&region, &ring, p, i, &raw);
-        true
+    // Message k (its number as its payload) as ack id k + 1.
+    let put = |hand: &mut HandRing, k: usize| -> bool {
+        hand.try_put(&inline_slot_bytes(
+            F_ACK,
+            k as u64 + 1,
+            &(k as u64).to_le_bytes(),
+        ))
     };
     let mut got = 0usize;
     let take = |got: &mut usize| {
@@ -436,7 +462,7 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
     // Publish while the receiver takes messages in; stop once nothing moves.
     let (mut sent, mut idle) = (0usize, 0u32);
     while sent < total && idle < 2000 {
-        if put(&mut p, sent) {
+        if put(&mut hand, sent) {
             sent += 1;
             idle = 0;
         } else {
@@ -455,6 +481,7 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
         "the receiver stopped at a full ack ring plus the backlog limit"
     );
     // Now the sender takes its acks: the receiver goes on to the end.
+    let ring = hand.ring();
     let acks = ring.acks();
     let mut c = Consumer::new(geo.slots, 0);
     let mut ids = Vec::new();
@@ -663,17 +690,22 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                     *v = (val(&mut rng), rng.below(5000));
                 }
                 let total = iov.iter().take(niov).map(|v| v.1).sum::<u64>() as usize;
+                let bufs = proto::BufList { iov, niov };
+                // Where an RMA goes: mostly inside the test's registration.
+                let remote = |rng: &mut TestRng| proto::RemoteMem {
+                    key,
+                    raddr: if rng.chance(70) {
+                        rng.below(4200)
+                    } else {
+                        val(rng)
+                    },
+                };
                 let body = match rng.below(7) {
                     0 => Body::Inline {
                         len: rng.below(proto::INLINE_CAP as u64 + 1) as usize,
                         id,
                     },
-                    1 => Body::Rts {
-                        total,
-                        id,
-                        iov,
-                        niov,
-                    },
+                    1 => Body::Rts(proto::RtsSlot { total, id, bufs }),
                     2 | 3 => {
                         let chunk = if rng.chance(90) {
                             rng.below(chunks)
@@ -695,49 +727,41 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                         } else {
                             val(&mut rng) as usize
                         };
+                        let frag = proto::ChunkFrag {
+                            offset: 0,
+                            chunk,
+                            clen,
+                        };
                         if rng.chance(50) {
-                            Body::Bounce {
+                            Body::Bounce(proto::BounceSlot {
                                 total: whole,
                                 id,
-                                offset: 0,
-                                chunk,
-                                clen,
-                            }
+                                frag,
+                            })
                         } else {
-                            Body::WriteFrag {
+                            Body::WriteFrag(proto::WriteFragSlot {
                                 total: whole,
                                 id,
-                                key,
-                                raddr: rng.below(4200),
-                                offset: 0,
-                                chunk,
-                                clen,
-                            }
+                                at: proto::RemoteMem {
+                                    key,
+                                    raddr: rng.below(4200),
+                                },
+                                frag,
+                            })
                         }
                     }
-                    4 => Body::Rma {
+                    4 => Body::Rma(proto::RmaSlot {
                         read: rng.chance(50),
                         total,
                         id,
-                        key,
-                        raddr: if rng.chance(70) {
-                            rng.below(4200)
-                        } else {
-                            val(&mut rng)
-                        },
-                        iov,
-                        niov,
-                    },
-                    _ => Body::WriteInline {
+                        at: remote(&mut rng),
+                        bufs,
+                    }),
+                    _ => Body::WriteInline(proto::WriteInlineSlot {
                         len: rng.below(RMA_INLINE_CAP as u64 + 2) as usize,
                         id,
-                        key,
-                        raddr: if rng.chance(70) {
-                            rng.below(4200)
-                        } else {
-                            val(&mut rng)
-                        },
-                    },
+                        at: remote(&mut rng),
+                    }),
                 };
                 let data = rng.next_u64();
                 let slot = Slot {

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ofi_prov_shm::proto::{parse_inline, Body, InlineHdr, Slot, INLINE_CAP, INLINE_OFF, PARSE_LEN, RMA_INLINE_CAP};
+use ofi_prov_shm::proto::{parse_inline, Body, InlineHdr, Slot, INLINE_OFF, PARSE_LEN};
 use ofi_prov_shm::region::Geometry;
 
 fuzz_target!(|data: &[u8]| {
@@ -40,26 +40,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Ok(s) = parsed {
-        match s.body {
-            Body::Inline { len, .. } => assert!(len <= INLINE_CAP),
-            Body::Rts { total, niov, .. } => assert!((1..=4).contains(&niov) && total <= 1 << 20),
-            Body::Bounce {
-                total,
-                offset,
-                chunk,
-                clen,
-                ..
-            } => assert!(chunk < 4 && clen <= 4096 && offset + clen <= total),
-            Body::Rma { total, niov, .. } => assert!((1..=4).contains(&niov) && total <= 1 << 20),
-            Body::WriteInline { len, .. } => assert!(len <= RMA_INLINE_CAP),
-            Body::Atomic(a) => assert!(a.count * a.dt.size() <= 1 << 20),
-            Body::WriteFrag {
-                total,
-                offset,
-                chunk,
-                clen,
-                ..
-            } => assert!(chunk < 4 && clen <= 4096 && offset + clen <= total),
-        }
+        assert!(s.within_limits(&geo, 1 << 20), "{s:?}");
     }
 });

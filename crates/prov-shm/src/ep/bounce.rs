@@ -89,12 +89,7 @@ impl Shared {
                     Err(_) => break 'ops,
                 };
                 let ring = conn.region.ring(conn.ring);
-                let s = Slot {
-                    flags: op.hflags,
-                    tag: op.tag,
-                    data: op.data,
-                    body: Body::Inline { len: op.len, id },
-                };
+                let s = op.slot(Body::Inline { len: op.len, id });
                 let off = ring.slot_off(slot);
                 let hdr = s.to_bytes();
                 let map = conn.region.map();
@@ -125,21 +120,11 @@ impl Shared {
                     Err(_) => break 'ops,
                 };
                 let ring = conn.region.ring(conn.ring);
-                let mut riov = [(0u64, 0u64); proto::RTS_IOVS];
-                for (d, s) in riov.iter_mut().zip(op.iov.slice()) {
-                    *d = (s.0 as u64, s.1 as u64);
-                }
-                let s = Slot {
-                    flags: op.hflags,
-                    tag: op.tag,
-                    data: op.data,
-                    body: Body::Rts {
-                        total: op.len,
-                        id,
-                        iov: riov,
-                        niov: op.iov.len().max(1),
-                    },
-                };
+                let s = op.slot(Body::Rts(proto::RtsSlot {
+                    total: op.len,
+                    id,
+                    bufs: proto::BufList::from_pairs(op.iov.slice()),
+                }));
                 let hdr = s.to_bytes();
                 conn.region
                     .map()
@@ -154,30 +139,22 @@ impl Shared {
             let chunk_size = conn.region.geometry().chunk_size;
             while op.sent < op.len {
                 let n = (op.len - op.sent).min(chunk_size);
-                let (total, offset, rma) = (op.len, op.sent, op.rma);
-                let (flags, tag, data) = (op.hflags, op.tag, op.data);
-                let put = Self::put_fragment(conn, &op.iov, offset, n, |c| Slot {
-                    flags,
-                    tag,
-                    data,
-                    body: match rma {
-                        Some((key, raddr)) => Body::WriteFrag {
+                let (total, offset) = (op.len, op.sent);
+                let put = Self::put_fragment(conn, &op.iov, offset, n, |chunk| {
+                    let frag = proto::ChunkFrag {
+                        offset,
+                        chunk,
+                        clen: n,
+                    };
+                    op.slot(match op.rma {
+                        Some(at) => Body::WriteFrag(proto::WriteFragSlot {
                             total,
                             id,
-                            key,
-                            raddr,
-                            offset,
-                            chunk: c,
-                            clen: n,
-                        },
-                        None => Body::Bounce {
-                            total,
-                            id,
-                            offset,
-                            chunk: c,
-                            clen: n,
-                        },
-                    },
+                            at,
+                            frag,
+                        }),
+                        None => Body::Bounce(proto::BounceSlot { total, id, frag }),
+                    })
                 });
                 if !put {
                     break 'ops;
@@ -239,16 +216,18 @@ impl Shared {
     /// `src` is valid for reads of `clen` bytes (a chunk of a mapped region).
     pub(super) unsafe fn write_fragment(
         &self,
-        key: u64,
-        raddr: u64,
+        at: &proto::RemoteMem,
         offset: usize,
         src: *const u8,
         clen: usize,
     ) -> i32 {
-        let Some(a) = raddr.checked_add(offset as u64) else {
+        let Some(a) = at.raddr.checked_add(offset as u64) else {
             return Errno::EFAULT.0;
         };
-        let region = match self.mr.lookup_remote(key, a, clen, OpFlags::REMOTE_WRITE) {
+        let region = match self
+            .mr
+            .lookup_remote(at.key, a, clen, OpFlags::REMOTE_WRITE)
+        {
             Ok(r) => r,
             Err(e) => return e.code().0,
         };

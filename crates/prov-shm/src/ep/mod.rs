@@ -174,10 +174,8 @@ struct RmaAccess<'a> {
     read: bool,
     /// Bytes.
     total: usize,
-    /// The registration's key.
-    key: u64,
-    /// The target address.
-    raddr: u64,
+    /// Where it reads or writes.
+    at: proto::RemoteMem,
     /// Remote CQ data the write reports to the target's receive CQ.
     data: Option<u64>,
 }
@@ -272,8 +270,8 @@ struct Op {
     hflags: u8,
     sent: usize,
     stage: Stage,
-    /// An RMA write streamed through bounce chunks: its key and remote address.
-    rma: Option<(u64, u64)>,
+    /// An RMA write streamed through bounce chunks: where it goes at the target.
+    rma: Option<proto::RemoteMem>,
     /// The data of an inject (or `FI_INJECT`) that could not be sent at once, copied:
     /// `iov` points into it, so the application's buffer is free on return. Held, never
     /// read: it lives exactly as long as the operation.
@@ -300,6 +298,17 @@ impl Op {
             stage: Stage::Queued,
             rma: None,
             owned: None,
+        }
+    }
+
+    /// The slot that carries `body` of this operation, with its header's flags, tag
+    /// and CQ data.
+    fn slot(&self, body: Body) -> Slot {
+        Slot {
+            flags: self.hflags,
+            tag: self.tag,
+            data: self.data,
+            body,
         }
     }
 }
@@ -377,8 +386,7 @@ enum Unexp {
         ring: usize,
         claim: u64,
         pid: i32,
-        iov: [(u64, u64); proto::RTS_IOVS],
-        niov: usize,
+        bufs: proto::BufList,
         id: u64,
     },
 }

@@ -19,10 +19,12 @@ use ofi_kit::epglue::check_len;
 impl Shared {
     /// Start the RMA write or read `req`, whose local buffers are `local`.
     pub(super) fn rma(&self, active: &Active, local: IoList, req: &RmaRequest<'_>) -> Result<()> {
-        let (dest, raddr, key, ctx, data, read, flags, inject) = (
+        let at = proto::RemoteMem {
+            key: req.remote.key,
+            raddr: req.remote.addr,
+        };
+        let (dest, ctx, data, read, flags, inject) = (
             req.peer,
-            req.remote.addr,
-            req.remote.key,
             req.context,
             req.data,
             req.is_read(),
@@ -62,7 +64,7 @@ impl Shared {
                 len,
                 data: data.unwrap_or(0),
                 hflags: F_ACK | if data.is_some() { F_DATA } else { 0 },
-                rma: Some((key, raddr)),
+                rma: Some(at),
                 owned,
                 ..Op::new(idx, ctx, cq_flags, want_cq)
             };
@@ -85,26 +87,15 @@ impl Shared {
         }
         let inline = !read && len <= proto::RMA_INLINE_CAP;
         let body = if inline {
-            Body::WriteInline {
-                len,
-                id,
-                key,
-                raddr,
-            }
+            Body::WriteInline(proto::WriteInlineSlot { len, id, at })
         } else {
-            let mut iov = [(0u64, 0u64); proto::RTS_IOVS];
-            for (d, s) in iov.iter_mut().zip(local.slice()) {
-                *d = (s.0 as u64, s.1 as u64);
-            }
-            Body::Rma {
+            Body::Rma(proto::RmaSlot {
                 read,
                 total: len,
                 id,
-                key,
-                raddr,
-                iov,
-                niov: local.len().max(1),
-            }
+                at,
+                bufs: proto::BufList::from_pairs(local.slice()),
+            })
         };
         let s = Slot {
             flags: hflags,
@@ -136,13 +127,13 @@ impl Shared {
     /// An [`RmaSource::Inline`] pointer is valid for reads of `a.total` bytes (inside a
     /// slot of a mapped region).
     pub(super) unsafe fn rma_target(&self, active: &Active, a: &RmaAccess<'_>) -> i32 {
-        let (read, total, key, raddr) = (a.read, a.total, a.key, a.raddr);
+        let (read, total, at) = (a.read, a.total, a.at);
         let access = if read {
             OpFlags::REMOTE_READ
         } else {
             OpFlags::REMOTE_WRITE
         };
-        let region = match self.mr.lookup_remote(key, raddr, total, access) {
+        let region = match self.mr.lookup_remote(at.key, at.raddr, total, access) {
             Ok(r) => r,
             Err(e) => return e.code().0,
         };
@@ -183,14 +174,25 @@ impl Shared {
         };
         if state == 0 {
             region.count_access();
-            self.count_remote(read);
-            if let Some(data) = a.data {
-                if let Some(b) = &active.rxcq {
-                    let _ = b.cq.push_remote_write(total, data);
-                }
-            }
+            self.remote_access_done(active, read, total, a.data);
         }
         state
+    }
+
+    /// A remote read or write of `total` bytes at this (target) endpoint succeeded:
+    /// counted (the endpoint's remote counters) and, when it carries remote CQ data,
+    /// reported to the receive CQ. (The caller counts the access on its registration.)
+    pub(super) fn remote_access_done(
+        &self,
+        active: &Active,
+        read: bool,
+        total: usize,
+        data: Option<u64>,
+    ) {
+        self.count_remote(read);
+        if let (Some(data), Some(b)) = (data, &active.rxcq) {
+            let _ = b.cq.push_remote_write(total, data);
+        }
     }
 
     /// Apply an atomic at this (target) endpoint with the kit's engine: check it
@@ -209,7 +211,7 @@ impl Shared {
         } else {
             OpFlags::REMOTE_WRITE
         };
-        let region = match self.mr.lookup_remote(a.key, a.raddr, bytes, access) {
+        let region = match self.mr.lookup_remote(a.at.key, a.at.raddr, bytes, access) {
             Ok(r) => r,
             Err(e) => return e.code().0,
         };
@@ -219,15 +221,10 @@ impl Shared {
             (None, _) if bytes == 0 => (0, 0),
             _ => return Errno::EINVAL.0,
         };
-        let operand_len = if a.op == AtomicOp::AtomicRead {
-            0
-        } else {
-            bytes
-        };
-        let compare_len = if a.kind == AtomicKind::Compare {
-            bytes
-        } else {
-            0
+        let Some((operand_len, compare_len)) =
+            proto::atomic_operand_lens(a.op, a.dt, a.kind, a.count)
+        else {
+            return Errno::EMSGSIZE.0;
         };
         if self.settings.disable_cma && (inline.is_none() || (fetch && bytes > 0)) {
             return Errno::EOPNOTSUPP.0;
@@ -323,11 +320,13 @@ impl Shared {
         bufs: [u64; 3],
         req: &AtomicRequest<'_>,
     ) -> Result<()> {
-        let (count, dest, raddr, key, dt, op, kind, ctx, flags) = (
+        let at = proto::RemoteMem {
+            key: req.remote.key,
+            raddr: req.remote.addr,
+        };
+        let (count, dest, dt, op, kind, ctx, flags) = (
             req.remote.count,
             req.peer,
-            req.remote.addr,
-            req.remote.key,
             req.datatype,
             req.op,
             req.kind,
@@ -344,8 +343,10 @@ impl Shared {
                 format!("{NAME}: {count} atomic elements exceed the limit of {max}"),
             ));
         }
-        let data_len = proto::atomic_data_len(op, dt, kind, count)
-            .ok_or_else(|| Error::new(Errno::EMSGSIZE, format!("{NAME}: atomic too large")))?;
+        let too_large = || Error::new(Errno::EMSGSIZE, format!("{NAME}: atomic too large"));
+        let (operand_len, compare_len) =
+            proto::atomic_operand_lens(op, dt, kind, count).ok_or_else(too_large)?;
+        let data_len = operand_len.checked_add(compare_len).ok_or_else(too_large)?;
         let inline = data_len <= proto::ATOMIC_INLINE_CAP;
         if inject {
             check_len(
@@ -377,8 +378,7 @@ impl Shared {
             body: Body::Atomic(AtomicSlot {
                 count,
                 id,
-                key,
-                raddr,
+                at,
                 op,
                 dt,
                 kind,
@@ -392,15 +392,8 @@ impl Shared {
         let map = conn.region.map();
         map.write_bytes(off + 8, &hdr[8..proto::ATOMIC_INLINE_OFF]);
         if inline {
-            let bytes = count * dt.size();
-            let operand_len = if op == AtomicOp::AtomicRead { 0 } else { bytes };
-            let compare_len = if kind == AtomicKind::Compare {
-                bytes
-            } else {
-                0
-            };
             // SAFETY: operand + compare ≤ ATOMIC_INLINE_CAP bytes fit the slot after
-            // ATOMIC_INLINE_OFF; the application's buffers hold `bytes` each (C contract).
+            // ATOMIC_INLINE_OFF; the application's buffers hold that many (C contract).
             unsafe {
                 let dst = map.base().add(off + proto::ATOMIC_INLINE_OFF);
                 if operand_len > 0 {

@@ -100,8 +100,7 @@ impl Shared {
                 ring,
                 claim,
                 pid,
-                iov,
-                niov,
+                bufs,
                 id,
                 ..
             } => {
@@ -110,7 +109,7 @@ impl Shared {
                 // which the application left writable to the provider until the
                 // receive completes (the C API's contract of fi_recv); the provider
                 // holds it only as addresses.
-                let state = unsafe { Self::cma_read(pid, dst, &iov[..niov]) };
+                let state = unsafe { Self::cma_read(pid, dst, bufs.used()) };
                 let err = if state == 0 { None } else { Some(Errno(state)) };
                 active.complete_rx(recv, place, inc, released, err);
                 self.push_ack(rx, ring, claim, id, state);

@@ -15,6 +15,7 @@
 //! Nothing here panics on peer input.
 
 use super::*;
+use crate::proto::{BounceSlot, ChunkFrag, RmaSlot, RtsSlot, WriteFragSlot, WriteInlineSlot};
 
 impl Shared {
     /// Parse and handle slot `slot_off` of ring `r` when it is not a valid inline slot
@@ -88,6 +89,17 @@ impl Shared {
         slot_off: usize,
         s: Slot,
     ) -> bool {
+        if rx.rings[r].asm.is_some() && !matches!(s.body, Body::Bounce(_)) {
+            // Only the fragments of the bounce message under way may come until it ends.
+            if let Body::WriteFrag(w) = s.body {
+                self.region.ring(r).release_chunk(w.frag.chunk);
+            }
+            let kind = s.body.kind();
+            return self.skip_slot(
+                r,
+                &format!("{kind:?} slot in the middle of a bounce message"),
+            );
+        }
         let at = SlotAt {
             r,
             claim: rx.rings[r].claim,
@@ -105,41 +117,27 @@ impl Shared {
                 };
                 self.handle_inline(active, rx, r, slot_off, &h)
             }
-            Body::Rts { .. } => self.on_rts(active, rx, &at, &s),
-            Body::Rma { .. } => self.on_rma(active, rx, &at, &s),
-            Body::Atomic(_) => self.on_atomic(rx, &at, &s),
-            Body::WriteFrag { .. } => self.on_write_fragment(active, rx, &at, &s),
-            Body::WriteInline { .. } => self.on_write_inline(active, rx, &at, &s),
-            Body::Bounce { .. } => self.on_bounce(active, rx, &at, &s),
+            Body::Rts(rts) => self.on_rts(active, rx, &at, &s, &rts),
+            Body::Rma(rma) => self.on_rma(active, rx, &at, &s, &rma),
+            Body::Atomic(atomic) => self.on_atomic(rx, &at, &s, &atomic),
+            Body::WriteFrag(w) => self.on_write_fragment(active, rx, &at, &s, &w),
+            Body::WriteInline(w) => self.on_write_inline(active, rx, &at, &s, &w),
+            Body::Bounce(b) => self.on_bounce(active, rx, &at, &s, &b),
         }
     }
 
     /// A request to send (a large message the receiver copies with CMA): matched now, or
     /// queued as unexpected.
-    fn on_rts(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
-        let Body::Rts {
-            total,
-            id,
-            iov,
-            niov,
-        } = s.body
-        else {
-            return self.skip_slot(at.r, "slot kind mismatch");
-        };
+    fn on_rts(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot, rts: &RtsSlot) -> bool {
         let SlotAt { r, claim, .. } = *at;
-        if rx.rings[r].asm.is_some() {
-            return self.skip_slot(r, "RTS slot in the middle of a bounce message");
-        }
-        let inc = at.incoming(s, total);
-        let pid = rx.rings[r].pid;
+        let inc = at.incoming(s, rts.total);
         let payload = Unexp::Rts {
             via: rx.via[r].clone(),
             ring: r,
             claim,
-            pid,
-            iov,
-            niov,
-            id,
+            pid: rx.rings[r].pid,
+            bufs: rts.bufs,
+            id: rts.id,
         };
         let Some((recv, place, released)) = taken(rx.m.match_incoming(&inc)) else {
             return rx.m.push_unexpected_sized(inc, payload, 64).is_ok();
@@ -154,192 +152,153 @@ impl Shared {
         true
     }
 
-    /// An RMA read or write by CMA: carried out and acknowledged.
-    fn on_rma(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
-        let Body::Rma {
-            read,
-            total,
-            id,
-            key,
-            raddr,
-            iov,
-            niov,
-        } = s.body
-        else {
-            return self.skip_slot(at.r, "slot kind mismatch");
-        };
-        let SlotAt { r, claim, .. } = *at;
-        if rx.rings[r].asm.is_some() {
-            return self.skip_slot(r, "RMA slot in the middle of a bounce message");
-        }
-        let pid = rx.rings[r].pid;
+    /// An RMA read or write by CMA: carried out and acknowledged (its initiator always
+    /// waits for the acknowledgement).
+    fn on_rma(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot, rma: &RmaSlot) -> bool {
         let access = RmaAccess {
             source: RmaSource::Cma {
-                pid,
-                iov: &iov[..niov],
+                pid: rx.rings[at.r].pid,
+                iov: rma.bufs.used(),
             },
-            read,
-            total,
-            key,
-            raddr,
-            data: (s.flags & F_DATA != 0).then_some(s.data),
+            read: rma.read,
+            total: rma.total,
+            at: rma.at,
+            data: s.cq_data(),
         };
         // SAFETY: no inline pointer.
         let state = unsafe { self.rma_target(active, &access) };
-        self.push_ack(rx, r, claim, id, state);
+        self.push_ack(rx, at.r, at.claim, rma.id, state);
         true
     }
 
     /// An atomic: applied and, when the initiator wants it, acknowledged.
-    fn on_atomic(&self, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
-        let Body::Atomic(a) = s.body else {
-            return self.skip_slot(at.r, "slot kind mismatch");
-        };
-        let SlotAt {
-            r, claim, slot_off, ..
-        } = *at;
-        let map = self.region.map();
-        if rx.rings[r].asm.is_some() {
-            return self.skip_slot(r, "atomic slot in the middle of a bounce message");
-        }
-        let pid = rx.rings[r].pid;
+    fn on_atomic(&self, rx: &mut Rx, at: &SlotAt, s: &Slot, atomic: &AtomicSlot) -> bool {
+        let pid = rx.rings[at.r].pid;
         // SAFETY: inline data lies inside the slot (length checked by parse
         // against ATOMIC_INLINE_CAP), inside the mapping.
-        let src = unsafe { map.base().add(slot_off + proto::ATOMIC_INLINE_OFF) };
-        let state = self.atomic_target(pid, &a, a.inline.then_some(src));
-        if s.flags & F_ACK != 0 {
-            self.push_ack(rx, r, claim, a.id, state);
-        }
+        let src = unsafe {
+            self.region
+                .map()
+                .base()
+                .add(at.slot_off + proto::ATOMIC_INLINE_OFF)
+        };
+        let state = self.atomic_target(pid, atomic, atomic.inline.then_some(src));
+        self.ack_if_asked(rx, at, s, atomic.id, state);
         true
     }
 
     /// A fragment of an RMA write streamed through a bounce chunk: checked (the whole range
     /// on the first one), copied, and on the last one counted, reported and acknowledged.
-    fn on_write_fragment(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
-        let Body::WriteFrag {
-            total,
-            id,
-            key,
-            raddr,
-            offset,
-            chunk,
-            clen,
-        } = s.body
-        else {
-            return self.skip_slot(at.r, "slot kind mismatch");
-        };
-        let SlotAt { r, claim, .. } = *at;
-        let map = self.region.map();
+    fn on_write_fragment(
+        &self,
+        active: &Active,
+        rx: &mut Rx,
+        at: &SlotAt,
+        s: &Slot,
+        w: &WriteFragSlot,
+    ) -> bool {
+        let (r, id, frag) = (at.r, w.id, w.frag);
         let ring = self.region.ring(r);
-        if rx.rings[r].asm.is_some() {
-            ring.chunk_state(chunk).store(0, Ordering::Release);
-            return self.skip_slot(r, "RMA fragment in the middle of a bounce message");
-        }
-        if offset == 0 {
+        let whole_range = || {
+            self.mr
+                .lookup_remote(w.at.key, w.at.raddr, w.total, OpFlags::REMOTE_WRITE)
+        };
+        if frag.offset == 0 {
             // Check the whole range first, so a write that would fail part way
             // leaves the target untouched.
-            let state = match self
-                .mr
-                .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
-            {
+            let state = match whole_range() {
                 Ok(_) => 0,
                 Err(e) => e.code().0,
             };
             rx.rings[r].wr = Some((id, state));
         }
         let Some((wid, mut state)) = rx.rings[r].wr else {
-            ring.chunk_state(chunk).store(0, Ordering::Release);
+            ring.release_chunk(frag.chunk);
             return self.skip_slot(r, "RMA fragment without a write");
         };
         if wid != id {
-            ring.chunk_state(chunk).store(0, Ordering::Release);
+            ring.release_chunk(frag.chunk);
             return self.skip_slot(r, "RMA fragment of another write");
         }
         if state == 0 {
             // SAFETY: chunk < chunks and clen <= chunk_size were checked by parse,
             // so the chunk lies inside the mapping.
-            let src = unsafe { map.base().add(ring.chunk_off(chunk)) };
+            let src = unsafe { self.region.map().base().add(ring.chunk_off(frag.chunk)) };
             // SAFETY: `src` holds `clen` bytes of the chunk (see above).
-            state = unsafe { self.write_fragment(key, raddr, offset, src, clen) };
+            state = unsafe { self.write_fragment(&w.at, frag.offset, src, frag.clen) };
         }
-        ring.chunk_state(chunk).store(0, Ordering::Release);
+        ring.release_chunk(frag.chunk);
         rx.rings[r].wr = Some((id, state));
-        if offset + clen < total {
+        if frag.offset + frag.clen < w.total {
             return true;
         }
         rx.rings[r].wr = None;
         if state == 0 {
-            if let Ok(region) = self
-                .mr
-                .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
-            {
+            if let Ok(region) = whole_range() {
                 region.count_access();
             }
-            self.count_remote(false);
-            if s.flags & F_DATA != 0 {
-                if let Some(b) = &active.rxcq {
-                    let _ = b.cq.push_remote_write(total, s.data);
-                }
-            }
+            self.remote_access_done(active, false, w.total, s.cq_data());
         }
-        if s.flags & F_ACK != 0 {
-            self.push_ack(rx, r, claim, id, state);
-        }
+        self.ack_if_asked(rx, at, s, id, state);
         true
     }
 
     /// An RMA write whose data lies in the slot: carried out and, when wanted,
     /// acknowledged.
-    fn on_write_inline(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
-        let Body::WriteInline {
-            len,
-            id,
-            key,
-            raddr,
-        } = s.body
-        else {
-            return self.skip_slot(at.r, "slot kind mismatch");
-        };
-        let SlotAt {
-            r, claim, slot_off, ..
-        } = *at;
-        let map = self.region.map();
-        if rx.rings[r].asm.is_some() {
-            return self.skip_slot(r, "RMA slot in the middle of a bounce message");
-        }
+    fn on_write_inline(
+        &self,
+        active: &Active,
+        rx: &mut Rx,
+        at: &SlotAt,
+        s: &Slot,
+        w: &WriteInlineSlot,
+    ) -> bool {
         // SAFETY: the data lies inside the slot (len ≤ RMA_INLINE_CAP checked by
         // parse), inside the mapping.
-        let src = unsafe { map.base().add(slot_off + proto::RMA_INLINE_OFF) };
+        let src = unsafe {
+            self.region
+                .map()
+                .base()
+                .add(at.slot_off + proto::RMA_INLINE_OFF)
+        };
         let access = RmaAccess {
             source: RmaSource::Inline(src),
             read: false,
-            total: len,
-            key,
-            raddr,
-            data: (s.flags & F_DATA != 0).then_some(s.data),
+            total: w.len,
+            at: w.at,
+            data: s.cq_data(),
         };
         // SAFETY: `src` holds `len` bytes of the slot (see above).
         let state = unsafe { self.rma_target(active, &access) };
-        if s.flags & F_ACK != 0 {
-            self.push_ack(rx, r, claim, id, state);
-        }
+        self.ack_if_asked(rx, at, s, w.id, state);
         true
+    }
+
+    /// Acknowledge operation `id` of slot `s` (read at `at`) with `state` when its
+    /// sender asked (`F_ACK`).
+    fn ack_if_asked(&self, rx: &mut Rx, at: &SlotAt, s: &Slot, id: u64, state: i32) {
+        if s.wants_ack() {
+            self.push_ack(rx, at.r, at.claim, id, state);
+        }
     }
 
     /// A bounce fragment of a message: the whole message in one chunk is delivered at once;
     /// otherwise the fragments are assembled into the matched receive or an unexpected
     /// buffer, and the last one completes it. False when the message must wait for room.
-    fn on_bounce(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
-        let Body::Bounce {
-            total,
-            id,
+    fn on_bounce(
+        &self,
+        active: &Active,
+        rx: &mut Rx,
+        at: &SlotAt,
+        s: &Slot,
+        b: &BounceSlot,
+    ) -> bool {
+        let (total, id) = (b.total, b.id);
+        let ChunkFrag {
             offset,
             chunk,
             clen,
-        } = s.body
-        else {
-            return self.skip_slot(at.r, "slot kind mismatch");
-        };
+        } = b.frag;
         let SlotAt { r, claim, .. } = *at;
         let map = self.region.map();
         let ring = self.region.ring(r);
@@ -347,7 +306,7 @@ impl Shared {
             // The whole message in one chunk (every eager send): delivered
             // straight from the chunk, as an inline slot is.
             let inc = at.incoming(s, total);
-            let ack = (s.flags & F_ACK != 0).then_some((r, claim, id));
+            let ack = s.wants_ack().then_some((r, claim, id));
             // SAFETY: chunk < chunks and clen ≤ chunk_size were checked by
             // parse, so the chunk's `total` bytes lie inside the mapping.
             let done = unsafe {
@@ -355,13 +314,13 @@ impl Shared {
                 self.deliver_whole(active, rx, &inc, r, ack, src)
             };
             if done {
-                ring.chunk_state(chunk).store(0, Ordering::Release);
+                ring.release_chunk(chunk);
             }
             return done;
         }
         if offset == 0 {
             if rx.rings[r].asm.is_some() {
-                ring.chunk_state(chunk).store(0, Ordering::Release);
+                ring.release_chunk(chunk);
                 return self.skip_slot(r, "a new bounce message before the last one ended");
             }
             let inc = at.incoming(s, total);
@@ -382,16 +341,16 @@ impl Shared {
                 id,
                 got: 0,
                 inc,
-                ack: s.flags & F_ACK != 0,
+                ack: s.wants_ack(),
                 target,
             });
         }
         let Some(a) = rx.rings[r].asm.as_mut() else {
-            ring.chunk_state(chunk).store(0, Ordering::Release);
+            ring.release_chunk(chunk);
             return self.skip_slot(r, "bounce fragment without a message");
         };
         if a.id != id || a.got != offset || a.inc.len != total {
-            ring.chunk_state(chunk).store(0, Ordering::Release);
+            ring.release_chunk(chunk);
             return self.skip_slot(r, "bounce fragment out of sequence");
         }
         // SAFETY: chunk < chunks and clen ≤ chunk_size were checked by parse,
@@ -412,7 +371,7 @@ impl Shared {
                 }
             }
         }
-        ring.chunk_state(chunk).store(0, Ordering::Release);
+        ring.release_chunk(chunk);
         a.got += n;
         if a.got < total {
             return true;
@@ -509,7 +468,7 @@ impl SlotAt {
             src: self.src,
             tag: s.tag,
             len,
-            data: (s.flags & F_DATA != 0).then_some(s.data),
+            data: s.cq_data(),
             tagged: s.flags & F_TAGGED != 0,
         }
     }

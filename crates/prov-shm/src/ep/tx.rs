@@ -435,13 +435,15 @@ impl Shared {
                 flags: hdr.flags,
                 tag: hdr.tag,
                 data: hdr.data,
-                body: Body::Bounce {
+                body: Body::Bounce(proto::BounceSlot {
                     total: len,
                     id: 0,
-                    offset: 0,
-                    chunk: c,
-                    clen: len,
-                },
+                    frag: proto::ChunkFrag {
+                        offset: 0,
+                        chunk: c,
+                        clen: len,
+                    },
+                }),
             })
         {
             active.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);

@@ -35,7 +35,11 @@
 //! entries (read, write), a [`fragment`] (write fragment) or an [`atomic_tail`] (atomic)
 //! follow. They are read and written through the checked views they generate;
 //! [`Slot`] is the parsed representation ([`Slot::parse`], [`Slot::emit`]) and a
-//! refused slot is a [`WireError`] naming the field.
+//! refused slot is a [`WireError`] naming the field. Its [`Body`] has one variant a
+//! kind, each (but inline) carrying a struct of that kind's fields ([`RtsSlot`],
+//! [`BounceSlot`], [`RmaSlot`], [`WriteFragSlot`], [`WriteInlineSlot`],
+//! [`AtomicSlot`]) made of the same parts as the layout: a [`RemoteMem`] (the RMA
+//! target), a [`BufList`] (buffer entries), a [`ChunkFrag`] (a fragment's placement).
 //!
 //! [`Slot::parse`] never panics; every field is checked against the limits of the receiving
 //! region's geometry before the caller uses it.
@@ -47,13 +51,15 @@ use ofi_kit::{wire_enum, wire_header};
 
 use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
 
-/// Operand + compare bytes an atomic carries (`count` elements of `dt`).
-pub fn atomic_data_len(
+/// The operand and compare bytes of an atomic (what an inline atomic slot carries,
+/// operand first): `count` elements of `dt` each, but no operand for an atomic read and
+/// no compare outside the compare family. `None` when the bytes overflow.
+pub fn atomic_operand_lens(
     op: AtomicOp,
     dt: Datatype,
     kind: AtomicKind,
     count: usize,
-) -> Option<usize> {
+) -> Option<(usize, usize)> {
     let bytes = count.checked_mul(dt.size())?;
     let operand = if op == AtomicOp::AtomicRead { 0 } else { bytes };
     let compare = if kind == AtomicKind::Compare {
@@ -61,7 +67,7 @@ pub fn atomic_data_len(
     } else {
         0
     };
-    operand.checked_add(compare)
+    Some((operand, compare))
 }
 
 wire_enum! {
@@ -131,6 +137,56 @@ pub struct Slot {
     pub body: Body,
 }
 
+/// Where an RMA or atomic operates at the target: a registration and an address in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteMem {
+    /// Memory key at the target.
+    pub key: u64,
+    /// Remote address (or offset) at the target.
+    pub raddr: u64,
+}
+
+/// The buffers of the sender (RTS) or initiator (CMA read or write) a slot names, for
+/// the receiver to copy with CMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufList {
+    /// (address, length) pairs in the sender's process.
+    pub iov: [(u64, u64); RTS_IOVS],
+    /// How many of `iov` are used (1..=4 once parsed).
+    pub niov: usize,
+}
+
+impl BufList {
+    /// The first [`RTS_IOVS`] buffers of `list` (addresses and lengths in this
+    /// process); an empty list is one empty buffer.
+    pub fn from_pairs(list: &[(usize, usize)]) -> BufList {
+        let mut iov = [(0u64, 0u64); RTS_IOVS];
+        for (d, s) in iov.iter_mut().zip(list) {
+            *d = (s.0 as u64, s.1 as u64);
+        }
+        BufList {
+            iov,
+            niov: list.len().max(1),
+        }
+    }
+
+    /// The buffers in use.
+    pub fn used(&self) -> &[(u64, u64)] {
+        &self.iov[..self.niov.min(RTS_IOVS)]
+    }
+}
+
+/// Where a fragment streamed through a bounce chunk goes, and the chunk holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkFrag {
+    /// Where this fragment goes in the message (or write).
+    pub offset: usize,
+    /// The chunk holding it (< chunks).
+    pub chunk: usize,
+    /// Its length (1..=chunk size, `offset + clen ≤ total` once parsed).
+    pub clen: usize,
+}
+
 /// What an atomic slot carries ([`Body::Atomic`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AtomicSlot {
@@ -138,10 +194,8 @@ pub struct AtomicSlot {
     pub count: usize,
     /// Operation id (acknowledged with `F_ACK`).
     pub id: u64,
-    /// Memory key at the target.
-    pub key: u64,
-    /// Remote address (or offset) at the target.
-    pub raddr: u64,
+    /// Where it applies at the target.
+    pub at: RemoteMem,
     /// The operation.
     pub op: AtomicOp,
     /// The datatype.
@@ -154,56 +208,80 @@ pub struct AtomicSlot {
     pub bufs: [u64; 3],
 }
 
-/// A parsed slot body.
+/// What an RMA read or write through CMA carries ([`Body::Rma`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RmaSlot {
+    /// Read (the target writes into the initiator) or write.
+    pub read: bool,
+    /// Bytes.
+    pub total: usize,
+    /// Operation id (acknowledged).
+    pub id: u64,
+    /// Where it reads or writes at the target.
+    pub at: RemoteMem,
+    /// The initiator's buffers.
+    pub bufs: BufList,
+}
+
+/// What one fragment of an RMA write through a bounce chunk carries
+/// ([`Body::WriteFrag`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteFragSlot {
+    /// Bytes of the whole write.
+    pub total: usize,
+    /// Operation id (acknowledged after the last fragment).
+    pub id: u64,
+    /// Where the whole write goes at the target.
+    pub at: RemoteMem,
+    /// This fragment.
+    pub frag: ChunkFrag,
+}
+
+/// What an RMA write with its data in the slot carries ([`Body::WriteInline`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteInlineSlot {
+    /// Bytes (≤ [`RMA_INLINE_CAP`]).
+    pub len: usize,
+    /// Operation id (acknowledged with `F_ACK`).
+    pub id: u64,
+    /// Where it writes at the target.
+    pub at: RemoteMem,
+}
+
+/// What a request to send (the receiver copies the message with CMA) carries
+/// ([`Body::Rts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RtsSlot {
+    /// Message length (= the sum of the buffer lengths).
+    pub total: usize,
+    /// Message id.
+    pub id: u64,
+    /// The sender's buffers.
+    pub bufs: BufList,
+}
+
+/// What one fragment of a message through a bounce chunk carries ([`Body::Bounce`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BounceSlot {
+    /// Message length.
+    pub total: usize,
+    /// Message id.
+    pub id: u64,
+    /// This fragment.
+    pub frag: ChunkFrag,
+}
+
+/// A parsed slot body: one variant a [`SlotKind`] (read and write share [`Body::Rma`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body {
     /// RMA write or read through CMA.
-    Rma {
-        /// Read (the target writes into the initiator) or write.
-        read: bool,
-        /// Bytes.
-        total: usize,
-        /// Operation id (acknowledged).
-        id: u64,
-        /// Memory key at the target.
-        key: u64,
-        /// Remote address (or offset) at the target.
-        raddr: u64,
-        /// The initiator's buffers.
-        iov: [(u64, u64); RTS_IOVS],
-        /// How many of `iov` are used (1..=4).
-        niov: usize,
-    },
+    Rma(RmaSlot),
     /// One fragment of an RMA write through a bounce chunk.
-    WriteFrag {
-        /// Bytes of the whole write.
-        total: usize,
-        /// Operation id (acknowledged after the last fragment).
-        id: u64,
-        /// Memory key at the target.
-        key: u64,
-        /// Remote address (or offset) of the whole write at the target.
-        raddr: u64,
-        /// Where this fragment goes in the write.
-        offset: usize,
-        /// The chunk holding it (< chunks).
-        chunk: usize,
-        /// Its length (1..=chunk size, `offset + clen ≤ total`).
-        clen: usize,
-    },
+    WriteFrag(WriteFragSlot),
     /// An atomic operation.
     Atomic(AtomicSlot),
     /// RMA write with the data in the slot.
-    WriteInline {
-        /// Bytes (≤ [`RMA_INLINE_CAP`]).
-        len: usize,
-        /// Operation id (acknowledged with `F_ACK`).
-        id: u64,
-        /// Memory key at the target.
-        key: u64,
-        /// Remote address (or offset) at the target.
-        raddr: u64,
-    },
+    WriteInline(WriteInlineSlot),
     /// Data inline.
     Inline {
         /// Payload length (≤ [`INLINE_CAP`]).
@@ -212,29 +290,25 @@ pub enum Body {
         id: u64,
     },
     /// CMA request.
-    Rts {
-        /// Message length (= the sum of the iov lengths).
-        total: usize,
-        /// Message id.
-        id: u64,
-        /// Remote buffers.
-        iov: [(u64, u64); RTS_IOVS],
-        /// How many of `iov` are used (1..=4).
-        niov: usize,
-    },
+    Rts(RtsSlot),
     /// A bounce fragment.
-    Bounce {
-        /// Message length.
-        total: usize,
-        /// Message id.
-        id: u64,
-        /// Where this fragment goes in the message.
-        offset: usize,
-        /// The chunk holding it (< chunks).
-        chunk: usize,
-        /// Its length (≤ chunk size, `offset + clen ≤ total`).
-        clen: usize,
-    },
+    Bounce(BounceSlot),
+}
+
+impl Body {
+    /// The kind of slot that carries this body.
+    pub fn kind(&self) -> SlotKind {
+        match self {
+            Body::Inline { .. } => SlotKind::Inline,
+            Body::Rts(_) => SlotKind::Rts,
+            Body::Bounce(_) => SlotKind::Bounce,
+            Body::Rma(b) if b.read => SlotKind::Read,
+            Body::Rma(_) => SlotKind::Write,
+            Body::WriteInline(_) => SlotKind::WriteInline,
+            Body::Atomic(_) => SlotKind::Atomic,
+            Body::WriteFrag(_) => SlotKind::WriteFrag,
+        }
+    }
 }
 
 wire_header! {
@@ -378,12 +452,7 @@ const _: () = assert!(SLOT_HDR + RMA_HEAD_LEN + AtomicTail::<&[u8]>::LEN == ATOM
 /// The `n` buffer entries at the start of `entries`, checked: 1..=[`RTS_IOVS`] of
 /// them, their lengths summing to `total` without overflow, `total` within `max_msg`.
 #[inline]
-fn read_iovs(
-    entries: &[u8],
-    n: usize,
-    total: u64,
-    max_msg: usize,
-) -> Result<[(u64, u64); RTS_IOVS], WireError> {
+fn read_iovs(entries: &[u8], n: usize, total: u64, max_msg: usize) -> Result<BufList, WireError> {
     if n == 0 || n > RTS_IOVS {
         return Err(WireError::field("niov", n as u64));
     }
@@ -404,27 +473,20 @@ fn read_iovs(
     if total > max_msg as u64 {
         return Err(WireError::field("total", total));
     }
-    Ok(iov)
+    Ok(BufList { iov, niov: n })
 }
 
-/// Write the first `n` of `iov` as buffer entries at the start of `entries` (entries
-/// that do not fit are left out: the caller passes a whole slot).
+/// Write the buffers in use of `bufs` as buffer entries at the start of `entries`
+/// (entries that do not fit are left out: the caller passes a whole slot).
 #[inline]
-fn write_iovs(entries: &mut [u8], iov: &[(u64, u64); RTS_IOVS], n: usize) {
-    for (i, &(a, l)) in iov.iter().enumerate().take(n.min(RTS_IOVS)) {
+fn write_iovs(entries: &mut [u8], bufs: &BufList) {
+    for (i, &(a, l)) in bufs.used().iter().enumerate() {
         let from = IovEntry::<&[u8]>::LEN * i;
         if let Some(Ok(mut v)) = entries.get_mut(from..).map(IovEntry::new_checked) {
             v.set_addr(a);
             v.set_length(l);
         }
     }
-}
-
-/// A fragment's place, as [`read_fragment`] checked it.
-struct Placement {
-    offset: usize,
-    chunk: usize,
-    clen: usize,
 }
 
 /// The [`Fragment`] at the start of `b` of a message or write of `total` bytes, checked:
@@ -436,7 +498,7 @@ fn read_fragment(
     geo: &Geometry,
     total: u64,
     max_msg: usize,
-) -> Result<Placement, WireError> {
+) -> Result<ChunkFrag, WireError> {
     let v = Fragment::new_checked(b)?;
     let (offset, chunk, clen) = (v.offset(), v.chunk(), v.clen());
     if total > max_msg as u64 {
@@ -449,7 +511,7 @@ fn read_fragment(
         return Err(WireError::field("chunk length", clen));
     }
     match offset.checked_add(u64::from(clen)) {
-        Some(end) if end <= total => Ok(Placement {
+        Some(end) if end <= total => Ok(ChunkFrag {
             offset: offset as usize,
             chunk: chunk as usize,
             clen: clen as usize,
@@ -458,13 +520,13 @@ fn read_fragment(
     }
 }
 
-/// Write a [`Fragment`] at the start of `b`.
+/// Write `frag` as a [`Fragment`] at the start of `b`.
 #[inline]
-fn write_fragment(b: &mut [u8], offset: usize, chunk: usize, clen: usize) -> Result<(), WireError> {
+fn write_fragment(b: &mut [u8], frag: &ChunkFrag) -> Result<(), WireError> {
     let mut v = Fragment::new_checked(b)?;
-    v.set_offset(offset as u64);
-    v.set_chunk(chunk as u32);
-    v.set_clen(clen as u32);
+    v.set_offset(frag.offset as u64);
+    v.set_chunk(frag.chunk as u32);
+    v.set_clen(frag.clen as u32);
     Ok(())
 }
 
@@ -484,16 +546,55 @@ fn write_rma_head(
     body: &mut [u8],
     total: usize,
     id: u64,
-    key: u64,
-    raddr: u64,
+    at: RemoteMem,
 ) -> Result<&mut [u8], WireError> {
     let mut v = RmaTarget::new_checked(write_head(body, total, id)?)?;
-    v.set_key(key);
-    v.set_raddr(raddr);
+    v.set_key(at.key);
+    v.set_raddr(at.raddr);
     Ok(&mut v.into_inner()[RmaTarget::<&[u8]>::LEN..])
 }
 
 impl Slot {
+    /// The remote CQ data this slot carries (with `F_DATA`).
+    #[inline]
+    pub fn cq_data(&self) -> Option<u64> {
+        (self.flags & F_DATA != 0).then_some(self.data)
+    }
+
+    /// Whether the sender waits for an acknowledgement (`F_ACK`).
+    #[inline]
+    pub fn wants_ack(&self) -> bool {
+        self.flags & F_ACK != 0
+    }
+
+    /// Whether this slot keeps the limits [`Slot::parse`] checks against `geo` and
+    /// `max_msg`: payload and message sizes, buffer counts, chunk indices and fragment
+    /// placement. Every slot `parse` returns keeps them (the codec's property tests and
+    /// the fuzz target assert it of arbitrary bytes).
+    pub fn within_limits(&self, geo: &Geometry, max_msg: usize) -> bool {
+        match self.body {
+            Body::Inline { len, .. } => len <= INLINE_CAP,
+            Body::Rts(RtsSlot { total, bufs, .. }) | Body::Rma(RmaSlot { total, bufs, .. }) => {
+                (1..=RTS_IOVS).contains(&bufs.niov) && total <= max_msg
+            }
+            Body::Bounce(BounceSlot { total, frag, .. })
+            | Body::WriteFrag(WriteFragSlot { total, frag, .. }) => {
+                frag.chunk < geo.chunks
+                    && frag.clen <= geo.chunk_size
+                    && frag
+                        .offset
+                        .checked_add(frag.clen)
+                        .is_some_and(|end| end <= total)
+                    && total <= max_msg
+            }
+            Body::WriteInline(w) => w.len <= RMA_INLINE_CAP,
+            Body::Atomic(a) => a
+                .count
+                .checked_mul(a.dt.size())
+                .is_some_and(|n| n <= max_msg),
+        }
+    }
+
     /// Parse a slot: its first [`PARSE_LEN`] bytes, every field checked against `geo`
     /// and `max_msg` (a peer may have written anything there). The error names the
     /// field at fault.
@@ -522,46 +623,35 @@ impl Slot {
         let (total, id) = (head.total(), head.id());
         // Meaningful for the RMA and atomic kinds only.
         let target = RmaTarget::new_checked(&body[BODY_HEAD_LEN..])?;
-        let (key, raddr) = (target.key(), target.raddr());
-        let rma_tail = &body[RMA_HEAD_LEN..];
+        let at = RemoteMem {
+            key: target.key(),
+            raddr: target.raddr(),
+        };
+        let (head_tail, rma_tail) = (&body[BODY_HEAD_LEN..], &body[RMA_HEAD_LEN..]);
         let body = match SlotKind::from_wire(kind) {
-            Some(SlotKind::Rts) => Body::Rts {
+            Some(SlotKind::Rts) => Body::Rts(RtsSlot {
                 total: total as usize,
                 id,
-                iov: read_iovs(&body[BODY_HEAD_LEN..], niov, total, max_msg)?,
-                niov,
-            },
-            Some(SlotKind::Bounce) => {
-                let p = read_fragment(&body[BODY_HEAD_LEN..], geo, total, max_msg)?;
-                Body::Bounce {
-                    total: total as usize,
-                    id,
-                    offset: p.offset,
-                    chunk: p.chunk,
-                    clen: p.clen,
-                }
-            }
-            Some(kind @ (SlotKind::Write | SlotKind::Read)) => Body::Rma {
+                bufs: read_iovs(head_tail, niov, total, max_msg)?,
+            }),
+            Some(SlotKind::Bounce) => Body::Bounce(BounceSlot {
+                total: total as usize,
+                id,
+                frag: read_fragment(head_tail, geo, total, max_msg)?,
+            }),
+            Some(kind @ (SlotKind::Write | SlotKind::Read)) => Body::Rma(RmaSlot {
                 read: kind == SlotKind::Read,
                 total: total as usize,
                 id,
-                key,
-                raddr,
-                iov: read_iovs(rma_tail, niov, total, max_msg)?,
-                niov,
-            },
-            Some(SlotKind::WriteFrag) => {
-                let p = read_fragment(rma_tail, geo, total, max_msg)?;
-                Body::WriteFrag {
-                    total: total as usize,
-                    id,
-                    key,
-                    raddr,
-                    offset: p.offset,
-                    chunk: p.chunk,
-                    clen: p.clen,
-                }
-            }
+                at,
+                bufs: read_iovs(rma_tail, niov, total, max_msg)?,
+            }),
+            Some(SlotKind::WriteFrag) => Body::WriteFrag(WriteFragSlot {
+                total: total as usize,
+                id,
+                at,
+                frag: read_fragment(rma_tail, geo, total, max_msg)?,
+            }),
             Some(SlotKind::Atomic) => {
                 let v = AtomicTail::new_checked(rma_tail)?;
                 let count = total;
@@ -580,7 +670,8 @@ impl Slot {
                     .checked_mul(dt.size())
                     .filter(|&n| n <= max_msg && count <= max_msg as u64)
                     .ok_or(WireError::field("count", count))?;
-                let data = atomic_data_len(op, dt, kind, count as usize)
+                let data = atomic_operand_lens(op, dt, kind, count as usize)
+                    .and_then(|(operand, compare)| operand.checked_add(compare))
                     .ok_or(WireError::field("count", count))?;
                 if inline && data > ATOMIC_INLINE_CAP {
                     return Err(WireError::Malformed(
@@ -590,8 +681,7 @@ impl Slot {
                 Body::Atomic(AtomicSlot {
                     count: count as usize,
                     id,
-                    key,
-                    raddr,
+                    at,
                     op,
                     dt,
                     kind,
@@ -606,12 +696,11 @@ impl Slot {
                 if u64::from(len) != total {
                     return Err(WireError::Malformed("inline write lengths differ"));
                 }
-                Body::WriteInline {
+                Body::WriteInline(WriteInlineSlot {
                     len: total as usize,
                     id,
-                    key,
-                    raddr,
-                }
+                    at,
+                })
             }
             // (An inline slot was parsed above.)
             Some(SlotKind::Inline) | None => return Err(WireError::field("kind", kind)),
@@ -632,24 +721,16 @@ impl Slot {
         &self,
         v: &mut SlotHeader<T>,
     ) -> Result<(), WireError> {
-        let (kind, niov, len) = match self.body {
-            Body::Inline { len, .. } => (SlotKind::Inline, 0u8, len as u32),
-            Body::Rts { niov, .. } => (SlotKind::Rts, niov as u8, 0),
-            Body::Bounce { clen, .. } => (SlotKind::Bounce, 0, clen as u32),
-            Body::Rma { read, niov, .. } => (
-                if read {
-                    SlotKind::Read
-                } else {
-                    SlotKind::Write
-                },
-                niov as u8,
-                0,
-            ),
-            Body::WriteInline { len, .. } => (SlotKind::WriteInline, 0, len as u32),
-            Body::Atomic(_) => (SlotKind::Atomic, 0, 0),
-            Body::WriteFrag { clen, .. } => (SlotKind::WriteFrag, 0, clen as u32),
+        let (niov, len) = match self.body {
+            Body::Inline { len, .. } => (0u8, len as u32),
+            Body::Rts(b) => (b.bufs.niov as u8, 0),
+            Body::Bounce(b) => (0, b.frag.clen as u32),
+            Body::Rma(b) => (b.bufs.niov as u8, 0),
+            Body::WriteInline(w) => (0, w.len as u32),
+            Body::Atomic(_) => (0, 0),
+            Body::WriteFrag(w) => (0, w.frag.clen as u32),
         };
-        v.set_kind(kind as u8);
+        v.set_kind(self.body.kind() as u8);
         v.set_flags(self.flags);
         v.set_niov(niov);
         v.set_reserved(0);
@@ -660,42 +741,14 @@ impl Slot {
         WireError::check_len(body, PARSE_LEN - SLOT_HDR)?;
         match self.body {
             Body::Inline { id, .. } => InlineBody::new_checked(body)?.set_id(id),
-            Body::Rts {
-                total,
-                id,
-                iov,
-                niov,
-            } => write_iovs(write_head(body, total, id)?, &iov, niov),
-            Body::Bounce {
-                total,
-                id,
-                offset,
-                chunk,
-                clen,
-            } => write_fragment(write_head(body, total, id)?, offset, chunk, clen)?,
-            Body::Rma {
-                total,
-                id,
-                key,
-                raddr,
-                iov,
-                niov,
-                ..
-            } => write_iovs(write_rma_head(body, total, id, key, raddr)?, &iov, niov),
-            Body::WriteFrag {
-                total,
-                id,
-                key,
-                raddr,
-                offset,
-                chunk,
-                clen,
-            } => {
-                let rest = write_rma_head(body, total, id, key, raddr)?;
-                write_fragment(rest, offset, chunk, clen)?;
+            Body::Rts(b) => write_iovs(write_head(body, b.total, b.id)?, &b.bufs),
+            Body::Bounce(b) => write_fragment(write_head(body, b.total, b.id)?, &b.frag)?,
+            Body::Rma(b) => write_iovs(write_rma_head(body, b.total, b.id, b.at)?, &b.bufs),
+            Body::WriteFrag(w) => {
+                write_fragment(write_rma_head(body, w.total, w.id, w.at)?, &w.frag)?
             }
             Body::Atomic(a) => {
-                let rest = write_rma_head(body, a.count, a.id, a.key, a.raddr)?;
+                let rest = write_rma_head(body, a.count, a.id, a.at)?;
                 let mut t = AtomicTail::new_checked(rest)?;
                 t.set_op(a.op.to_raw() as u8);
                 t.set_datatype(a.dt.to_raw() as u8);
@@ -705,13 +758,8 @@ impl Slot {
                 t.set_compare(a.bufs[1]);
                 t.set_result(a.bufs[2]);
             }
-            Body::WriteInline {
-                len,
-                id,
-                key,
-                raddr,
-            } => {
-                write_rma_head(body, len, id, key, raddr)?;
+            Body::WriteInline(w) => {
+                write_rma_head(body, w.len, w.id, w.at)?;
             }
         }
         Ok(())
@@ -821,7 +869,7 @@ pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - HEAD_WORD] {
 /// (the parser reads nothing of a bounce body beyond it).
 pub fn encoded_len(body: &Body) -> usize {
     match body {
-        Body::Bounce { .. } => SLOT_HDR + BODY_HEAD_LEN + Fragment::<&[u8]>::LEN,
+        Body::Bounce(_) => SLOT_HDR + BODY_HEAD_LEN + Fragment::<&[u8]>::LEN,
         _ => PARSE_LEN,
     }
 }
