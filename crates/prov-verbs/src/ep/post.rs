@@ -114,9 +114,10 @@ impl EpInner {
             return Err(no_room());
         };
         if bounce {
+            let bounce_bufs = state.ud_tx.as_ref();
             // SAFETY: the data calls' contract: the iov is readable now; send slot `i`
             // is free, so its bounce buffer is not posted.
-            let filled = state.ud_tx.as_ref().and_then(|b| unsafe { b.fill(i, t.iov) });
+            let filled = bounce_bufs.and_then(|b| unsafe { b.fill(i, t.iov) });
             match filled {
                 Some(sge) => {
                     list[0] = sge;
