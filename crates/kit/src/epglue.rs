@@ -40,10 +40,10 @@ pub struct Delivery<'a, U> {
 
 impl<P> Bound<P> {
     /// `fi_recv` and its kin: post `recv` to the matcher `matcher` picks out of the
-    /// provider's receive state `st`, then carry out the answer
+    /// provider's receive state `state`, then carry out the answer
     /// ([`carry_out`](Bound::carry_out)): each unexpected message the receive takes
     /// goes to `deliver`, each payload `FI_DISCARD` removed to `discard`, both with
-    /// `st` lent back.
+    /// `state` lent back.
     ///
     /// The common answer — the receive is queued — is tested in place and returns
     /// before anything is moved out of the (large) result; this is a data path, so

@@ -176,7 +176,7 @@ unsafe impl Send for CqBatch {}
 
 /// Everything of an endpoint; the progress engine holds it weakly.
 struct Shared {
-    /// Declared first: closed before the buffers in `st` are freed.
+    /// Declared first: closed before the buffers in `state` are freed.
     core_ep: CoreEp,
     core_cq: CompletionQueue,
     core_av: AddressVector,

@@ -160,7 +160,7 @@ impl Endpoint {
         matches!(self.role, Role::Srx | Role::Stx).then_some(Ok(()))
     }
 
-    /// After this endpoint's bindings are frozen (`act`): hand them to its shared
+    /// After this endpoint's bindings are frozen (`active`): hand them to its shared
     /// receive context if it has none yet, and route the endpoint's name to the
     /// context's region.
     pub(super) fn attach_srx(&self, active: &Bound) -> Result<()> {

@@ -280,7 +280,7 @@ pub(crate) struct EpInner {
     /// Whether progress has anything to look at (connecting or connected).
     active: AtomicBool,
     /// The connected socket's descriptor, for the CM source's hang-up watch without
-    /// taking `st` (which the data path holds most of the time); -1 when not
+    /// taking `state` (which the data path holds most of the time); -1 when not
     /// connected. Cleared before the socket is closed: a stale read at worst makes a
     /// waiter poll a closed descriptor, which wakes it (POLLNVAL), nothing more.
     cm_watch: AtomicI32,

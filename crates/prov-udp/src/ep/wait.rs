@@ -57,7 +57,7 @@ impl EpInner {
     }
 }
 
-/// Add every socket of `act` to the epoll set `epfd` (`EPOLLIN`, level-triggered);
+/// Add every socket of `active` to the epoll set `epfd` (`EPOLLIN`, level-triggered);
 /// sockets already in it stay as they are.
 fn watch_sockets(epfd: i32, active: &Active) -> Result<()> {
     let mut failed = None;
