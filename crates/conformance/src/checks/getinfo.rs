@@ -21,7 +21,9 @@ pub fn getinfo_results_name_the_provider(s: &Subject) {
 }
 
 /// Capabilities fi_endpoint(3) applies to the receive side only: never in a result's
-/// `tx_attr.caps`.
+/// `tx_attr.caps`. Written out from the man page here rather than taken from kit's
+/// `RX_ONLY_CAPS` / `TX_ONLY_CAPS`, which build the templates: a wrong kit set must not
+/// pass its own check (and out-of-tree providers do not use kit).
 const RECEIVE_ONLY: Caps = Caps::RECV
     .union(Caps::REMOTE_READ)
     .union(Caps::REMOTE_WRITE)
