@@ -592,6 +592,8 @@ mod tests {
                 "invalid --timeout: '0' (seconds, 0 < t <= 3600)",
             ),
             (&["-W", "2"][..], "invalid option -- 'W'"),
+            (&["--window=2"][..], "invalid option -- 'W'"),
+            (&["--threads", "2"][..], "unrecognized option '--threads'"),
         ] {
             assert_eq!(
                 p(Tool::PingPong, args),
