@@ -8,7 +8,6 @@
 //! Invariants: as in [`crate::obj`].
 
 use std::ffi::{c_char, c_int, c_void};
-use std::mem::size_of;
 use std::ptr;
 
 use ofi::av::{AddressVector, AvAttr};
@@ -348,8 +347,7 @@ crate::queues::enosys_out_slots! {
 }
 
 /// The `fi_ops_av` of an AV.
-pub static AV_OPS: FiOpsAv = FiOpsAv {
-    size: size_of::<FiOpsAv>(),
+pub static AV_OPS: FiOpsAv = crate::fid::ops_table!(FiOpsAv {
     insert: av_insert,
     insertsvc: av_insertsvc,
     insertsym: av_insertsym,
@@ -357,7 +355,7 @@ pub static AV_OPS: FiOpsAv = FiOpsAv {
     lookup: av_lookup,
     straddr: av_straddr,
     av_set: av_set_enosys,
-};
+});
 
 /// `fi_av_open` (the domain table's slot).
 ///

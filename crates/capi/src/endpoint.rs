@@ -27,7 +27,6 @@
 //! collectives are not offered (`-FI_ENOSYS`).
 
 use std::ffi::{c_int, c_void};
-use std::mem::size_of;
 use std::ptr;
 
 use ofi::ep::{Endpoint, PassiveEndpoint};
@@ -293,11 +292,10 @@ macro_rules! c_data_tables {
         )*
 
         #[doc = concat!("The `", $c_name, "` of an endpoint.")]
-        pub static $STATIC: $Struct = $Struct {
-            size: size_of::<$Struct>(),
+        pub static $STATIC: $Struct = crate::fid::ops_table!($Struct {
             $($name: data::$name,)*
             $($qslot,)*
-        };
+        });
     };
 }
 
@@ -321,10 +319,9 @@ crate::fid::enosys_slots! {
 }
 
 /// The `fi_ops_collective` of an endpoint: every slot `-FI_ENOSYS`.
-pub static COLLECTIVE_OPS: FiOpsCollective = FiOpsCollective {
-    size: size_of::<FiOpsCollective>(),
+pub static COLLECTIVE_OPS: FiOpsCollective = crate::fid::ops_table!(FiOpsCollective {
     slots: [collective_enosys; 11],
-};
+});
 
 // ---------------------------------------------------------------------------------
 // Endpoint: fi_ops, fi_ops_ep, fi_ops_cm.
@@ -554,8 +551,7 @@ unsafe extern "C" fn ep_tx_size_left(ep: *mut FidEp) -> isize {
 }
 
 /// The `fi_ops_ep` of an endpoint.
-pub static EP_OPS: FiOpsEp = FiOpsEp {
-    size: size_of::<FiOpsEp>(),
+pub static EP_OPS: FiOpsEp = crate::fid::ops_table!(FiOpsEp {
     cancel: ep_cancel,
     getopt: ep_getopt,
     setopt: ep_setopt,
@@ -563,7 +559,7 @@ pub static EP_OPS: FiOpsEp = FiOpsEp {
     rx_ctx: crate::contexts::ep_ctx::<crate::contexts::Rx>,
     rx_size_left: ep_rx_size_left,
     tx_size_left: ep_tx_size_left,
-};
+});
 
 /// Writes a name into the program's buffer: `-FI_ETOOSMALL` (with the needed length)
 /// when it does not fit.
@@ -692,8 +688,7 @@ crate::fid::enosys_slots! {
 }
 
 /// The `fi_ops_cm` of an endpoint.
-pub static EP_CM_OPS: FiOpsCm = FiOpsCm {
-    size: size_of::<FiOpsCm>(),
+pub static EP_CM_OPS: FiOpsCm = crate::fid::ops_table!(FiOpsCm {
     setname: ep_setname,
     getname: ep_getname,
     getpeer: ep_getpeer,
@@ -703,7 +698,7 @@ pub static EP_CM_OPS: FiOpsCm = FiOpsCm {
     reject: reject_enosys,
     shutdown: ep_shutdown,
     join: ep_join,
-};
+});
 
 /// Our endpoint behind `fid`, if it is one.
 ///
@@ -791,8 +786,7 @@ opt_and_name_slots! {
 }
 
 /// The `fi_ops_ep` of a passive endpoint.
-pub static PEP_OPS: FiOpsEp = FiOpsEp {
-    size: size_of::<FiOpsEp>(),
+pub static PEP_OPS: FiOpsEp = crate::fid::ops_table!(FiOpsEp {
     cancel: pep_cancel,
     getopt: pep_getopt,
     setopt: pep_setopt,
@@ -800,7 +794,7 @@ pub static PEP_OPS: FiOpsEp = FiOpsEp {
     rx_ctx: ctx_enosys,
     rx_size_left: size_left_enosys,
     tx_size_left: size_left_enosys,
-};
+});
 
 unsafe extern "C" fn pep_listen(pep: *mut FidPep) -> c_int {
     // SAFETY: our passive endpoint.
@@ -821,8 +815,7 @@ unsafe extern "C" fn pep_reject(
 }
 
 /// The `fi_ops_cm` of a passive endpoint.
-pub static PEP_CM_OPS: FiOpsCm = FiOpsCm {
-    size: size_of::<FiOpsCm>(),
+pub static PEP_CM_OPS: FiOpsCm = crate::fid::ops_table!(FiOpsCm {
     setname: pep_setname,
     getname: pep_getname,
     getpeer: getpeer_enosys,
@@ -832,7 +825,7 @@ pub static PEP_CM_OPS: FiOpsCm = FiOpsCm {
     reject: pep_reject,
     shutdown: shutdown_enosys,
     join: join_enosys,
-};
+});
 
 crate::fid::open_for_info! {
     /// `fi_passive_ep` (the fabric table's slot).

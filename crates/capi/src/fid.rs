@@ -88,6 +88,19 @@ pub struct FiOps {
     pub ops_set: Option<OpsSetFn>,
 }
 
+/// A C ops table (`struct fi_ops_*`) of type `T` with the slots given (`T { slot: f, … }`)
+/// and `size`, the field every C table begins with, the size of `T`.
+macro_rules! ops_table {
+    ($T:ident { $($slots:tt)* }) => {
+        $T {
+            size: ::std::mem::size_of::<$T>(),
+            $($slots)*
+        }
+    };
+}
+
+pub(crate) use ops_table;
+
 /// `-FI_ENOSYS` as the `int` the slots return.
 pub const ENOSYS: c_int = -(libc::ENOSYS);
 

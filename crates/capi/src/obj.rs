@@ -273,15 +273,14 @@ unsafe extern "C" fn fabric_trywait(
 }
 
 /// The `fi_ops_fabric` of a fabric.
-pub static FABRIC_OPS: FiOpsFabric = FiOpsFabric {
-    size: std::mem::size_of::<FiOpsFabric>(),
+pub static FABRIC_OPS: FiOpsFabric = crate::fid::ops_table!(FiOpsFabric {
     domain: fabric_domain,
     passive_ep: crate::endpoint::fabric_passive_ep,
     eq_open: crate::queues::fabric_eq_open,
     wait_open: crate::sets::fabric_wait_open,
     trywait: fabric_trywait,
     domain2: fabric_domain2,
-};
+});
 
 /// The infos `fi_getinfo` returned, by (provider, fabric name): `fi_fabric` receives
 /// only the fabric attributes, but a layered provider opens its fabric from the whole
@@ -649,9 +648,8 @@ unsafe extern "C" fn mr_regattr(
 }
 
 /// The `fi_ops_mr` of a domain.
-pub static MR_OPS: FiOpsMr = FiOpsMr {
-    size: std::mem::size_of::<FiOpsMr>(),
+pub static MR_OPS: FiOpsMr = crate::fid::ops_table!(FiOpsMr {
     reg: mr_reg,
     regv: mr_regv,
     regattr: mr_regattr,
-};
+});

@@ -179,8 +179,7 @@ unsafe extern "C" fn domain_query_atomic(
 }
 
 /// The `fi_ops_domain` of a domain.
-pub static DOMAIN_OPS: FiOpsDomain = FiOpsDomain {
-    size: size_of::<FiOpsDomain>(),
+pub static DOMAIN_OPS: FiOpsDomain = crate::fid::ops_table!(FiOpsDomain {
     av_open: crate::av::domain_av_open,
     cq_open: domain_cq_open,
     endpoint: crate::endpoint::domain_endpoint,
@@ -192,7 +191,7 @@ pub static DOMAIN_OPS: FiOpsDomain = FiOpsDomain {
     query_atomic: domain_query_atomic,
     query_collective: query_collective_enosys,
     endpoint2: crate::endpoint::domain_endpoint2,
-};
+});
 
 // ---------------------------------------------------------------------------------
 // Completion queues.
@@ -424,8 +423,7 @@ unsafe extern "C" fn cq_strerror(
 }
 
 /// The `fi_ops_cq` of a CQ.
-pub static CQ_OPS: FiOpsCq = FiOpsCq {
-    size: size_of::<FiOpsCq>(),
+pub static CQ_OPS: FiOpsCq = crate::fid::ops_table!(FiOpsCq {
     read: cq_read,
     readfrom: cq_readfrom,
     readerr: cq_readerr,
@@ -433,7 +431,7 @@ pub static CQ_OPS: FiOpsCq = FiOpsCq {
     sreadfrom: cq_sreadfrom,
     signal: cq_signal,
     strerror: cq_strerror,
-};
+});
 
 unsafe extern "C" fn domain_cq_open(
     domain: *mut FidDomain,
@@ -780,14 +778,13 @@ unsafe extern "C" fn eq_strerror(
 }
 
 /// The `fi_ops_eq` of an EQ.
-pub static EQ_OPS: FiOpsEq = FiOpsEq {
-    size: size_of::<FiOpsEq>(),
+pub static EQ_OPS: FiOpsEq = crate::fid::ops_table!(FiOpsEq {
     read: eq_read,
     readerr: eq_readerr,
     write: eq_write,
     sread: eq_sread,
     strerror: eq_strerror,
-};
+});
 
 /// `fi_eq_open` (the fabric table's slot).
 ///
@@ -903,8 +900,7 @@ cntr_slot!(cntr_seterr(v: u64) -> c_int = |c| code(c.seterr(v)));
 cntr_slot!(cntr_wait(threshold: u64, timeout: c_int) -> c_int = |c| code(c.wait(threshold, timeout)));
 
 /// The `fi_ops_cntr` of a counter.
-pub static CNTR_OPS: FiOpsCntr = FiOpsCntr {
-    size: size_of::<FiOpsCntr>(),
+pub static CNTR_OPS: FiOpsCntr = crate::fid::ops_table!(FiOpsCntr {
     read: cntr_read,
     readerr: cntr_readerr,
     add: cntr_add,
@@ -912,7 +908,7 @@ pub static CNTR_OPS: FiOpsCntr = FiOpsCntr {
     wait: cntr_wait,
     adderr: cntr_adderr,
     seterr: cntr_seterr,
-};
+});
 
 unsafe extern "C" fn domain_cntr_open(
     domain: *mut FidDomain,

@@ -15,7 +15,6 @@
 //! `-FI_EINVAL`.
 
 use std::ffi::{c_int, c_void};
-use std::mem::size_of;
 
 use ofi::abi::raw::RawWaitAttr;
 use ofi::poll::PollSet;
@@ -115,10 +114,7 @@ unsafe extern "C" fn wait_wait(waitset: *mut FidWait, timeout: c_int) -> c_int {
 }
 
 /// The `fi_ops_wait` of a wait set.
-pub static WAIT_OPS: FiOpsWait = FiOpsWait {
-    size: size_of::<FiOpsWait>(),
-    wait: wait_wait,
-};
+pub static WAIT_OPS: FiOpsWait = crate::fid::ops_table!(FiOpsWait { wait: wait_wait });
 
 /// The wait set a CQ, counter or EQ attribute names: `Ok(None)` when `wait_obj` is not
 /// `FI_WAIT_SET`; `-FI_EINVAL` when it is but `wait_set` is not one of ours.
@@ -339,9 +335,8 @@ unsafe extern "C" fn poll_del(pollset: *mut FidPoll, event_fid: *mut Fid, _flags
 }
 
 /// The `fi_ops_poll` of a poll set.
-pub static POLL_OPS: FiOpsPoll = FiOpsPoll {
-    size: size_of::<FiOpsPoll>(),
+pub static POLL_OPS: FiOpsPoll = crate::fid::ops_table!(FiOpsPoll {
     poll: poll_poll,
     poll_add,
     poll_del,
-};
+});

@@ -297,11 +297,8 @@ crate::abi::ctl_ops::host_object! {
 
 impl std::fmt::Debug for CompletionQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompletionQueue")
-            .field("provider", &self.node.prov())
-            .field("format", &self.format)
-            .field("closed", &self.node.is_closed())
-            .finish()
+        self.node
+            .fmt_object(f, "CompletionQueue", &[("format", &self.format)])
     }
 }
 

@@ -54,11 +54,8 @@ unsafe impl Sync for Endpoint {}
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("provider", &self.node.prov())
-            .field("class", &self.node.class())
-            .field("closed", &self.node.is_closed())
-            .finish()
+        self.node
+            .fmt_object(f, "Endpoint", &[("class", &self.node.class())])
     }
 }
 
@@ -282,10 +279,8 @@ pub struct Multicast {
 
 impl std::fmt::Debug for Multicast {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Multicast")
-            .field("fi_addr", &self.fi_addr)
-            .field("closed", &self.node.is_closed())
-            .finish()
+        self.node
+            .fmt_object(f, "Multicast", &[("fi_addr", &self.fi_addr)])
     }
 }
 

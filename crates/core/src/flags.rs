@@ -263,6 +263,16 @@ macro_rules! c_flags {
                 $( ($alias, $name::$aval) ),*
             ];
 
+            /// The C name of `self` when it is exactly one named flag, printed or not
+            /// ([`Self::NAMED`], [`Self::UNPRINTED`]); else `None`.
+            pub fn name(self) -> Option<&'static str> {
+                Self::NAMED
+                    .iter()
+                    .chain(Self::UNPRINTED)
+                    .find(|(_, f)| *f == self)
+                    .map(|(n, _)| *n)
+            }
+
             /// The C names of the named flags set in `self`, in `fi_tostr` order.
             /// Bits without a name are not reported.
             pub fn names(self) -> Vec<&'static str> {
@@ -939,6 +949,16 @@ mod tests {
         );
         assert!(Caps::PRIMARY.contains(Caps::XPU | Caps::PEER | Caps::AV_USER_ID));
         assert!(Caps::SECONDARY.contains(Caps::REMOTE_CQ_DATA | Caps::VARIABLE_MSG));
+    }
+
+    #[test]
+    fn name_of_one_flag() {
+        assert_eq!(Caps::MSG.name(), Some("FI_MSG"));
+        assert_eq!(Caps::VARIABLE_MSG.name(), Some("FI_VARIABLE_MSG"));
+        assert_eq!(OpFlags::CLAIM.name(), Some("FI_CLAIM"));
+        assert_eq!(MsgOrder::RAW.name(), Some("FI_ORDER_RAW"));
+        assert_eq!((Caps::MSG | Caps::RMA).name(), None);
+        assert_eq!(Caps::empty().name(), None);
     }
 
     #[test]

@@ -143,10 +143,8 @@ impl Drop for OwnedMem {
 
 impl std::fmt::Debug for MemoryRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryRegion")
-            .field("provider", &self.node.prov())
-            .field("key", &self.key())
-            .finish_non_exhaustive()
+        self.node
+            .fmt_object(f, "MemoryRegion", &[("key", &self.key())])
     }
 }
 

@@ -60,10 +60,8 @@ unsafe impl Sync for PollSet {}
 
 impl std::fmt::Debug for PollSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PollSet")
-            .field("provider", &self.node.prov())
-            .field("members", &self.lock().len())
-            .finish()
+        self.node
+            .fmt_object(f, "PollSet", &[("members", &self.lock().len())])
     }
 }
 

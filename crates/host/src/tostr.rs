@@ -44,58 +44,58 @@ const TAB: &str = "    ";
 const PROV_SPECIFIC: u32 = 1 << 31;
 
 /// Capabilities in the order the 1.17 printer lists them, then the newer ones.
-const CAPS_ORDER: &[(Caps, &str)] = &[
-    (Caps::MSG, "FI_MSG"),
-    (Caps::RMA, "FI_RMA"),
-    (Caps::TAGGED, "FI_TAGGED"),
-    (Caps::ATOMIC, "FI_ATOMIC"),
-    (Caps::MULTICAST, "FI_MULTICAST"),
-    (Caps::COLLECTIVE, "FI_COLLECTIVE"),
-    (Caps::READ, "FI_READ"),
-    (Caps::WRITE, "FI_WRITE"),
-    (Caps::RECV, "FI_RECV"),
-    (Caps::SEND, "FI_SEND"),
-    (Caps::REMOTE_READ, "FI_REMOTE_READ"),
-    (Caps::REMOTE_WRITE, "FI_REMOTE_WRITE"),
-    (Caps::MULTI_RECV, "FI_MULTI_RECV"),
-    (Caps::REMOTE_CQ_DATA, "FI_REMOTE_CQ_DATA"),
-    (Caps::TRIGGER, "FI_TRIGGER"),
-    (Caps::FENCE, "FI_FENCE"),
-    (Caps::VARIABLE_MSG, "FI_VARIABLE_MSG"),
-    (Caps::RMA_PMEM, "FI_RMA_PMEM"),
-    (Caps::SOURCE_ERR, "FI_SOURCE_ERR"),
-    (Caps::LOCAL_COMM, "FI_LOCAL_COMM"),
-    (Caps::REMOTE_COMM, "FI_REMOTE_COMM"),
-    (Caps::SHARED_AV, "FI_SHARED_AV"),
-    (Caps::RMA_EVENT, "FI_RMA_EVENT"),
-    (Caps::SOURCE, "FI_SOURCE"),
-    (Caps::NAMED_RX_CTX, "FI_NAMED_RX_CTX"),
-    (Caps::DIRECTED_RECV, "FI_DIRECTED_RECV"),
-    (Caps::HMEM, "FI_HMEM"),
+const CAPS_ORDER: &[Caps] = &[
+    Caps::MSG,
+    Caps::RMA,
+    Caps::TAGGED,
+    Caps::ATOMIC,
+    Caps::MULTICAST,
+    Caps::COLLECTIVE,
+    Caps::READ,
+    Caps::WRITE,
+    Caps::RECV,
+    Caps::SEND,
+    Caps::REMOTE_READ,
+    Caps::REMOTE_WRITE,
+    Caps::MULTI_RECV,
+    Caps::REMOTE_CQ_DATA,
+    Caps::TRIGGER,
+    Caps::FENCE,
+    Caps::VARIABLE_MSG,
+    Caps::RMA_PMEM,
+    Caps::SOURCE_ERR,
+    Caps::LOCAL_COMM,
+    Caps::REMOTE_COMM,
+    Caps::SHARED_AV,
+    Caps::RMA_EVENT,
+    Caps::SOURCE,
+    Caps::NAMED_RX_CTX,
+    Caps::DIRECTED_RECV,
+    Caps::HMEM,
     // Not printed by 1.17, which predates them; appended so they are not lost.
-    (Caps::AV_USER_ID, "FI_AV_USER_ID"),
-    (Caps::PEER, "FI_PEER"),
-    (Caps::XPU, "FI_XPU"),
+    Caps::AV_USER_ID,
+    Caps::PEER,
+    Caps::XPU,
 ];
 
 /// The operation flags the 1.17 printer knows, in its order.
-const OP_FLAGS_ORDER: &[(OpFlags, &str)] = &[
-    (OpFlags::MULTICAST, "FI_MULTICAST"),
-    (OpFlags::MULTI_RECV, "FI_MULTI_RECV"),
-    (OpFlags::REMOTE_CQ_DATA, "FI_REMOTE_CQ_DATA"),
-    (OpFlags::MORE, "FI_MORE"),
-    (OpFlags::PEEK, "FI_PEEK"),
-    (OpFlags::TRIGGER, "FI_TRIGGER"),
-    (OpFlags::FENCE, "FI_FENCE"),
-    (OpFlags::COMPLETION, "FI_COMPLETION"),
-    (OpFlags::INJECT, "FI_INJECT"),
-    (OpFlags::INJECT_COMPLETE, "FI_INJECT_COMPLETE"),
-    (OpFlags::TRANSMIT_COMPLETE, "FI_TRANSMIT_COMPLETE"),
-    (OpFlags::DELIVERY_COMPLETE, "FI_DELIVERY_COMPLETE"),
-    (OpFlags::MATCH_COMPLETE, "FI_MATCH_COMPLETE"),
-    (OpFlags::AFFINITY, "FI_AFFINITY"),
-    (OpFlags::CLAIM, "FI_CLAIM"),
-    (OpFlags::DISCARD, "FI_DISCARD"),
+const OP_FLAGS_ORDER: &[OpFlags] = &[
+    OpFlags::MULTICAST,
+    OpFlags::MULTI_RECV,
+    OpFlags::REMOTE_CQ_DATA,
+    OpFlags::MORE,
+    OpFlags::PEEK,
+    OpFlags::TRIGGER,
+    OpFlags::FENCE,
+    OpFlags::COMPLETION,
+    OpFlags::INJECT,
+    OpFlags::INJECT_COMPLETE,
+    OpFlags::TRANSMIT_COMPLETE,
+    OpFlags::DELIVERY_COMPLETE,
+    OpFlags::MATCH_COMPLETE,
+    OpFlags::AFFINITY,
+    OpFlags::CLAIM,
+    OpFlags::DISCARD,
 ];
 
 /// Joins names into the `[ A, B ]` form; no names gives `[  ]`.
@@ -103,23 +103,24 @@ fn bracket(names: &[&str]) -> String {
     format!("[ {} ]", names.join(", "))
 }
 
-/// The names of the flags of a printer's `order` table that `is_set` holds, in the
-/// table's order.
+/// The C names (`name`) of the flags of a printer's `order` table that `is_set` holds,
+/// in the table's order.
 fn names_in_order<F: Copy>(
-    order: &[(F, &'static str)],
+    order: &[F],
     is_set: impl Fn(F) -> bool,
+    name: impl Fn(F) -> Option<&'static str>,
 ) -> Vec<&'static str> {
     order
         .iter()
-        .filter(|(f, _)| is_set(*f))
-        .map(|(_, n)| *n)
+        .filter(|f| is_set(**f))
+        .filter_map(|f| name(*f))
         .collect()
 }
 
 /// The names of the capabilities set in `caps`, in `fi_tostr` order (see the module
 /// docs for the newer capabilities).
 pub fn caps_names(caps: Caps) -> Vec<&'static str> {
-    names_in_order(CAPS_ORDER, |f| caps.contains(f))
+    names_in_order(CAPS_ORDER, |f| caps.contains(f), Caps::name)
 }
 
 /// Capabilities as `fi_tostr` prints them: `[ FI_MSG, FI_RMA ]`, `[  ]` when empty.
@@ -130,7 +131,7 @@ pub fn caps_str(caps: Caps) -> String {
 /// The names of the operation flags set in `flags` that the C printer shows as
 /// operation flags, in its order.
 pub fn op_flags_names(flags: OpFlags) -> Vec<&'static str> {
-    names_in_order(OP_FLAGS_ORDER, |f| flags.contains(f))
+    names_in_order(OP_FLAGS_ORDER, |f| flags.contains(f), OpFlags::name)
 }
 
 /// Operation flags as `fi_tostr` prints them, e.g. `[ FI_COMPLETION ]`.

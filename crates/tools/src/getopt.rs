@@ -12,9 +12,12 @@
 
 use std::fmt;
 
-/// One option the program accepts.
+/// One option the program accepts, named by the program's `key` for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OptSpec {
+pub struct OptSpec<K> {
+    /// What [`Parsed::Opt`] reports for this option (a value of the program's own
+    /// option enum).
+    pub key: K,
     /// The short letter, if any (`'c'` for `-c`).
     pub short: Option<char>,
     /// The long name without dashes, if any (`"caps"` for `--caps`).
@@ -24,8 +27,14 @@ pub struct OptSpec {
 }
 
 /// The option `-short` (and `--long` when named), taking an argument or not.
-pub const fn spec(short: char, long: Option<&'static str>, takes_arg: bool) -> OptSpec {
+pub const fn spec<K>(
+    key: K,
+    short: char,
+    long: Option<&'static str>,
+    takes_arg: bool,
+) -> OptSpec<K> {
     OptSpec {
+        key,
         short: Some(short),
         long,
         takes_arg,
@@ -33,8 +42,9 @@ pub const fn spec(short: char, long: Option<&'static str>, takes_arg: bool) -> O
 }
 
 /// The option `--long`, without a short letter, taking an argument or not.
-pub const fn long_only(long: &'static str, takes_arg: bool) -> OptSpec {
+pub const fn long_only<K>(key: K, long: &'static str, takes_arg: bool) -> OptSpec<K> {
     OptSpec {
+        key,
         short: None,
         long: Some(long),
         takes_arg,
@@ -43,9 +53,9 @@ pub const fn long_only(long: &'static str, takes_arg: bool) -> OptSpec {
 
 /// One parsed command-line item, in command-line order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Parsed {
-    /// An option: its index in the spec table, and its argument if it takes one.
-    Opt(usize, Option<String>),
+pub enum Parsed<K> {
+    /// An option: its spec's key, and its argument if it takes one.
+    Opt(K, Option<String>),
     /// An operand (a word that is not an option).
     Operand(String),
 }
@@ -89,7 +99,7 @@ impl fmt::Display for GetoptError {
 impl std::error::Error for GetoptError {}
 
 /// Finds the long option `word` (exact name, else a unique prefix).
-fn find_long(specs: &[OptSpec], word: &str) -> Result<usize, GetoptError> {
+fn find_long<K>(specs: &[OptSpec<K>], word: &str) -> Result<usize, GetoptError> {
     if let Some(i) = specs.iter().position(|s| s.long == Some(word)) {
         return Ok(i);
     }
@@ -113,7 +123,10 @@ fn find_long(specs: &[OptSpec], word: &str) -> Result<usize, GetoptError> {
 ///
 /// # Errors
 /// The first malformed option, as a [`GetoptError`].
-pub fn parse(specs: &[OptSpec], args: &[String]) -> Result<Vec<Parsed>, GetoptError> {
+pub fn parse<K: Copy>(
+    specs: &[OptSpec<K>],
+    args: &[String],
+) -> Result<Vec<Parsed<K>>, GetoptError> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -144,11 +157,11 @@ pub fn parse(specs: &[OptSpec], args: &[String]) -> Result<Vec<Parsed>, GetoptEr
                     }
                     None => return Err(GetoptError::LongNeedsArg(name)),
                 };
-                out.push(Parsed::Opt(idx, Some(value)));
+                out.push(Parsed::Opt(spec.key, Some(value)));
             } else if inline.is_some() {
                 return Err(GetoptError::LongNoArg(name));
             } else {
-                out.push(Parsed::Opt(idx, None));
+                out.push(Parsed::Opt(spec.key, None));
             }
             continue;
         }
@@ -157,12 +170,12 @@ pub fn parse(specs: &[OptSpec], args: &[String]) -> Result<Vec<Parsed>, GetoptEr
             continue;
         };
         for (pos, c) in cluster.char_indices() {
-            let idx = specs
+            let spec = specs
                 .iter()
-                .position(|s| s.short == Some(c))
+                .find(|s| s.short == Some(c))
                 .ok_or(GetoptError::InvalidShort(c))?;
-            if !specs[idx].takes_arg {
-                out.push(Parsed::Opt(idx, None));
+            if !spec.takes_arg {
+                out.push(Parsed::Opt(spec.key, None));
                 continue;
             }
             let rest = &cluster[pos + c.len_utf8()..];
@@ -174,7 +187,7 @@ pub fn parse(specs: &[OptSpec], args: &[String]) -> Result<Vec<Parsed>, GetoptEr
             } else {
                 return Err(GetoptError::ShortNeedsArg(c));
             };
-            out.push(Parsed::Opt(idx, Some(value)));
+            out.push(Parsed::Opt(spec.key, Some(value)));
             break;
         }
     }
@@ -185,20 +198,21 @@ pub fn parse(specs: &[OptSpec], args: &[String]) -> Result<Vec<Parsed>, GetoptEr
 mod tests {
     use super::*;
 
-    const SPECS: &[OptSpec] = &[
-        spec('c', Some("caps"), true),
-        spec('l', Some("list"), false),
-        spec('v', Some("verbose"), false),
-        long_only("version", false),
-        long_only("json", false),
+    /// Keyed by their index.
+    const SPECS: &[OptSpec<usize>] = &[
+        spec(0, 'c', Some("caps"), true),
+        spec(1, 'l', Some("list"), false),
+        spec(2, 'v', Some("verbose"), false),
+        long_only(3, "version", false),
+        long_only(4, "json", false),
     ];
 
-    fn p(args: &[&str]) -> Result<Vec<Parsed>, GetoptError> {
+    fn p(args: &[&str]) -> Result<Vec<Parsed<usize>>, GetoptError> {
         let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         parse(SPECS, &v)
     }
 
-    fn opt(i: usize, v: Option<&str>) -> Parsed {
+    fn opt(i: usize, v: Option<&str>) -> Parsed<usize> {
         Parsed::Opt(i, v.map(str::to_string))
     }
 

@@ -42,50 +42,51 @@ use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, GetinfoRequest, Info, M
 use crate::getopt::{self, long_only, spec, GetoptError, OptSpec, Parsed};
 use crate::json;
 
-/// Index of each option in [`SPECS`].
-mod opt {
-    pub const SRC_ADDR: usize = 0;
-    pub const NODE: usize = 1;
-    pub const PORT: usize = 2;
-    pub const CAPS: usize = 3;
-    pub const MODE: usize = 4;
-    pub const EP_TYPE: usize = 5;
-    pub const ADDR_FORMAT: usize = 6;
-    pub const PROVIDER: usize = 7;
-    pub const DOMAIN: usize = 8;
-    pub const FABRIC: usize = 9;
-    pub const ENV: usize = 10;
-    pub const GETENV: usize = 11;
-    pub const INFO: usize = 12;
-    pub const LIST: usize = 13;
-    pub const VERBOSE: usize = 14;
-    pub const VERSION: usize = 15;
-    pub const HELP: usize = 16;
-    pub const JSON: usize = 17;
-    pub const EXPLAIN: usize = 18;
+/// The options of `fi_info`, as [`getopt::parse`] reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Opt {
+    SrcAddr,
+    Node,
+    Port,
+    Caps,
+    Mode,
+    EpType,
+    AddrFormat,
+    Provider,
+    Domain,
+    Fabric,
+    Env,
+    Getenv,
+    Info,
+    List,
+    Verbose,
+    Version,
+    Help,
+    Json,
+    Explain,
 }
 
-/// The option table (indices in [`opt`]).
-const SPECS: &[OptSpec] = &[
-    spec('s', Some("src_addr"), true),
-    spec('n', Some("node"), true),
-    spec('P', Some("port"), true),
-    spec('c', Some("caps"), true),
-    spec('m', Some("mode"), true),
-    spec('t', Some("ep_type"), true),
-    spec('a', Some("addr_format"), true),
-    spec('p', Some("provider"), true),
-    spec('d', Some("domain"), true),
-    spec('f', Some("fabric"), true),
-    spec('e', Some("env"), false),
-    spec('g', Some("getenv"), true),
-    spec('i', Some("info"), true),
-    spec('l', Some("list"), false),
-    spec('v', Some("verbose"), false),
-    long_only("version", false),
-    spec('h', Some("help"), false),
-    long_only("json", false),
-    long_only("explain", false),
+/// The option table.
+const SPECS: &[OptSpec<Opt>] = &[
+    spec(Opt::SrcAddr, 's', Some("src_addr"), true),
+    spec(Opt::Node, 'n', Some("node"), true),
+    spec(Opt::Port, 'P', Some("port"), true),
+    spec(Opt::Caps, 'c', Some("caps"), true),
+    spec(Opt::Mode, 'm', Some("mode"), true),
+    spec(Opt::EpType, 't', Some("ep_type"), true),
+    spec(Opt::AddrFormat, 'a', Some("addr_format"), true),
+    spec(Opt::Provider, 'p', Some("provider"), true),
+    spec(Opt::Domain, 'd', Some("domain"), true),
+    spec(Opt::Fabric, 'f', Some("fabric"), true),
+    spec(Opt::Env, 'e', Some("env"), false),
+    spec(Opt::Getenv, 'g', Some("getenv"), true),
+    spec(Opt::Info, 'i', Some("info"), true),
+    spec(Opt::List, 'l', Some("list"), false),
+    spec(Opt::Verbose, 'v', Some("verbose"), false),
+    long_only(Opt::Version, "version", false),
+    spec(Opt::Help, 'h', Some("help"), false),
+    long_only(Opt::Json, "json", false),
+    long_only(Opt::Explain, "explain", false),
 ];
 
 /// The help text (ends with a newline).
@@ -232,66 +233,67 @@ pub fn parse_args(args: &[String]) -> Result<InfoArgs, ArgError> {
     let mut list = false;
     let mut env: Option<Option<String>> = None;
     for item in parsed {
-        let Parsed::Opt(idx, value) = item else {
+        let Parsed::Opt(key, value) = item else {
             continue; // operands are ignored, as by the C tool
         };
         let v = value.unwrap_or_default();
-        match idx {
-            opt::SRC_ADDR => {
+        match key {
+            Opt::SrcAddr => {
                 a.request.node = Some(v);
                 a.request.flags |= GetinfoFlags::SOURCE;
             }
-            opt::NODE => a.request.node = Some(v),
-            opt::PORT => a.request.service = Some(v),
-            opt::CAPS => {
+            Opt::Node => a.request.node = Some(v),
+            Opt::Port => a.request.service = Some(v),
+            Opt::Caps => {
                 hints.caps = name_list(&v, "capability", cap_from_name, Caps::empty())?;
                 use_hints = true;
             }
-            opt::MODE => {
+            Opt::Mode => {
                 hints.mode = name_list(&v, "mode", Mode::from_name, Mode::empty())?;
                 use_hints = true;
             }
-            opt::EP_TYPE => {
+            Opt::EpType => {
                 hints.ep_attr.ep_type = EpType::from_name(&v)
                     .ok_or_else(|| ArgError::BadName("endpoint type", v.clone()))?;
                 use_hints = true;
             }
-            opt::ADDR_FORMAT => {
+            Opt::AddrFormat => {
                 hints.addr_format = AddrFormat::from_name(&v)
                     .ok_or_else(|| ArgError::BadName("address format", v.clone()))?;
                 use_hints = true;
             }
-            opt::PROVIDER => {
+            Opt::Provider => {
                 hints.fabric_attr.prov_name = Some(v);
                 use_hints = true;
             }
-            opt::DOMAIN => {
+            Opt::Domain => {
                 hints.domain_attr.name = Some(v);
                 use_hints = true;
             }
-            opt::FABRIC => {
+            Opt::Fabric => {
                 hints.fabric_attr.name = Some(v);
                 use_hints = true;
             }
-            opt::ENV if env.is_none() => env = Some(None),
-            opt::GETENV => env = Some(Some(v)),
-            opt::INFO => {
+            Opt::Env if env.is_none() => env = Some(None),
+            Opt::Getenv => env = Some(Some(v)),
+            Opt::Info => {
                 a.verbose = true;
                 a.info_filter = Some(v);
             }
-            opt::LIST => list = true,
-            opt::VERBOSE => a.verbose = true,
-            opt::VERSION => {
+            Opt::List => list = true,
+            Opt::Verbose => a.verbose = true,
+            Opt::Version => {
                 a.action = Action::Version;
                 return Ok(a);
             }
-            opt::HELP => {
+            Opt::Help => {
                 a.action = Action::Help;
                 return Ok(a);
             }
-            opt::JSON => a.json = true,
-            opt::EXPLAIN => a.explain = true,
-            _ => {}
+            Opt::Json => a.json = true,
+            Opt::Explain => a.explain = true,
+            // `-e` after `-g` keeps the `-g` filter.
+            Opt::Env => {}
         }
     }
     if use_hints {

@@ -1171,10 +1171,7 @@ macro_rules! host_object {
 
         impl ::std::fmt::Debug for $Host {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                f.debug_struct(stringify!($Host))
-                    .field("provider", &self.node.prov())
-                    .field("closed", &self.node.is_closed())
-                    .finish()
+                self.node.fmt_object(f, stringify!($Host), &[])
             }
         }
     };

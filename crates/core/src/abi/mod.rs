@@ -444,11 +444,17 @@ mod tests {
     /// pinned as first built.
     #[test]
     fn fingerprints_are_pinned() {
-        assert_eq!(fingerprint_for_minor(0), 0x332b_e2b9_b141_8ec8);
-        assert_eq!(fingerprint_for_minor(1), 0x6ff7_175c_5757_6c9c);
-        assert_eq!(fingerprint_for_minor(2), 0x0512_9866_4a3a_b381);
-        assert_eq!(fingerprint_for_minor(3), 0xd6ef_f8e1_dfdf_df9b);
-        assert_eq!(fingerprint_for_minor(4), 0x1ef9_bb48_a2a8_bd5d);
+        // The fingerprint of each minor, in order.
+        let pinned: [u64; 5] = [
+            0x332b_e2b9_b141_8ec8,
+            0x6ff7_175c_5757_6c9c,
+            0x0512_9866_4a3a_b381,
+            0xd6ef_f8e1_dfdf_df9b,
+            0x1ef9_bb48_a2a8_bd5d,
+        ];
+        for (minor, want) in (0..).zip(pinned) {
+            assert_eq!(fingerprint_for_minor(minor), want, "minor {minor}");
+        }
         assert_eq!(ABI_MINOR, 4, "a new minor pins its own value here");
     }
 

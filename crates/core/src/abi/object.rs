@@ -192,6 +192,22 @@ impl Node {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// The `Debug` form of the host object of this node, named `name`: its provider,
+    /// then `fields`, then whether it is closed.
+    pub(crate) fn fmt_object(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        name: &str,
+        fields: &[(&str, &dyn std::fmt::Debug)],
+    ) -> std::fmt::Result {
+        let mut d = f.debug_struct(name);
+        d.field("provider", &self.prov());
+        for (field, value) in fields {
+            d.field(field, value);
+        }
+        d.field("closed", &self.is_closed()).finish()
+    }
+
     /// Check that `other` may be handed to this object's provider: same family, open.
     pub(crate) fn check_peer(&self, other: &Node, what: &str) -> Result<()> {
         if other.is_closed() {

@@ -127,20 +127,28 @@ mod tests {
 
     #[test]
     fn sizes_and_counts_like_the_c_tool() {
-        assert_eq!(size_str(0), "0");
-        assert_eq!(size_str(768), "768");
-        assert_eq!(size_str(1024), "1k");
-        assert_eq!(size_str(1280), "1.2k");
-        assert_eq!(size_str(1920), "1.8k");
-        assert_eq!(size_str(12800), "12k");
-        assert_eq!(size_str(2_048_000), "1.9m");
-        assert_eq!(size_str(131_072_000), "125m");
-        assert_eq!(size_str(2_097_152_000), "1.9g");
-        assert_eq!(count_str(100), "100");
-        assert_eq!(count_str(1000), "1k");
-        assert_eq!(count_str(1500), "1.5k");
-        assert_eq!(count_str(10_000), "10k");
-        assert_eq!(count_str(3_000_000_000), "3b");
+        for (bytes, text) in [
+            (0, "0"),
+            (768, "768"),
+            (1024, "1k"),
+            (1280, "1.2k"),
+            (1920, "1.8k"),
+            (12800, "12k"),
+            (2_048_000, "1.9m"),
+            (131_072_000, "125m"),
+            (2_097_152_000, "1.9g"),
+        ] {
+            assert_eq!(size_str(bytes), text, "size_str({bytes})");
+        }
+        for (count, text) in [
+            (100, "100"),
+            (1000, "1k"),
+            (1500, "1.5k"),
+            (10_000, "10k"),
+            (3_000_000_000, "3b"),
+        ] {
+            assert_eq!(count_str(count), text, "count_str({count})");
+        }
     }
 
     #[test]

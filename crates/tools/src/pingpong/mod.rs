@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use ofi::EpType;
 
-use crate::getopt::{self, long_only, spec, OptSpec, Parsed};
+use crate::getopt::{self, long_only, spec, GetoptError, OptSpec, Parsed};
 
 /// The default control port.
 pub const DEFAULT_PORT: u16 = 47592;
@@ -150,28 +150,53 @@ impl Default for Opts {
     }
 }
 
-/// The option table (index order is what [`parse_args`] matches on).
-const SPECS: &[OptSpec] = &[
-    spec('B', None, true),
-    spec('P', None, true),
-    spec('d', None, true),
-    spec('f', None, true),
-    spec('s', None, true),
-    spec('p', None, true),
-    spec('e', None, true),
-    spec('I', None, true),
-    spec('S', None, true),
-    spec('c', None, false),
-    spec('m', None, true),
-    spec('v', None, false),
-    spec('6', None, false),
-    spec('h', Some("help"), false),
-    long_only("json", false),
-    long_only("self", false),
-    long_only("pin", true),
-    long_only("timeout", true),
-    spec('W', Some("window"), true),
-    long_only("threads", true),
+/// The options of the tools, as [`getopt::parse`] reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Opt {
+    SrcPort,
+    DstPort,
+    Domain,
+    Fabric,
+    SrcAddr,
+    Provider,
+    EpType,
+    Iters,
+    Sizes,
+    Integrity,
+    MsgKind,
+    Verbose,
+    Ipv6,
+    Help,
+    Json,
+    SelfRun,
+    Pin,
+    Timeout,
+    Window,
+    Threads,
+}
+
+/// The option table.
+const SPECS: &[OptSpec<Opt>] = &[
+    spec(Opt::SrcPort, 'B', None, true),
+    spec(Opt::DstPort, 'P', None, true),
+    spec(Opt::Domain, 'd', None, true),
+    spec(Opt::Fabric, 'f', None, true),
+    spec(Opt::SrcAddr, 's', None, true),
+    spec(Opt::Provider, 'p', None, true),
+    spec(Opt::EpType, 'e', None, true),
+    spec(Opt::Iters, 'I', None, true),
+    spec(Opt::Sizes, 'S', None, true),
+    spec(Opt::Integrity, 'c', None, false),
+    spec(Opt::MsgKind, 'm', None, true),
+    spec(Opt::Verbose, 'v', None, false),
+    spec(Opt::Ipv6, '6', None, false),
+    spec(Opt::Help, 'h', Some("help"), false),
+    long_only(Opt::Json, "json", false),
+    long_only(Opt::SelfRun, "self", false),
+    long_only(Opt::Pin, "pin", true),
+    long_only(Opt::Timeout, "timeout", true),
+    spec(Opt::Window, 'W', Some("window"), true),
+    long_only(Opt::Threads, "threads", true),
 ];
 
 /// A command-line error: the message (without the program name).
@@ -216,21 +241,21 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
     let mut o = Opts::default();
     let mut operands = Vec::new();
     for p in parsed {
-        let (idx, val) = match p {
+        let (key, val) = match p {
             Parsed::Operand(w) => {
                 operands.push(w);
                 continue;
             }
-            Parsed::Opt(i, v) => (i, v.unwrap_or_default()),
+            Parsed::Opt(k, v) => (k, v.unwrap_or_default()),
         };
-        match idx {
-            0 => o.src_port = Some(parse_port(&val, 'B')?),
-            1 => o.dst_port = parse_port(&val, 'P')?,
-            2 => o.domain = Some(val),
-            3 => o.fabric = Some(val),
-            4 => o.src_addr = Some(val),
-            5 => o.provider = Some(val),
-            6 => {
+        match key {
+            Opt::SrcPort => o.src_port = Some(parse_port(&val, 'B')?),
+            Opt::DstPort => o.dst_port = parse_port(&val, 'P')?,
+            Opt::Domain => o.domain = Some(val),
+            Opt::Fabric => o.fabric = Some(val),
+            Opt::SrcAddr => o.src_addr = Some(val),
+            Opt::Provider => o.provider = Some(val),
+            Opt::EpType => {
                 o.ep_type = match val.as_str() {
                     "msg" => EpType::Msg,
                     "rdm" => EpType::Rdm,
@@ -238,7 +263,7 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
                     _ => return Err(UsageError(format!("Unknown endpoint : {val}"))),
                 }
             }
-            7 => {
+            Opt::Iters => {
                 o.iters = match val.parse::<u64>() {
                     Ok(n) if n > 0 => n,
                     _ => {
@@ -248,16 +273,16 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
                     }
                 }
             }
-            8 => o.sizes = parse_sizes(&val)?,
-            9 => o.integrity = true,
+            Opt::Sizes => o.sizes = parse_sizes(&val)?,
+            Opt::Integrity => o.integrity = true,
             // As in C: anything but "msg" selects tagged messages.
-            10 => o.tagged = val != "msg",
-            11 => o.verbose = true,
-            12 => o.ipv6 = true,
-            13 => o.help = true,
-            14 => o.json = true,
-            15 => o.self_run = true,
-            16 => {
+            Opt::MsgKind => o.tagged = val != "msg",
+            Opt::Verbose => o.verbose = true,
+            Opt::Ipv6 => o.ipv6 = true,
+            Opt::Help => o.help = true,
+            Opt::Json => o.json = true,
+            Opt::SelfRun => o.self_run = true,
+            Opt::Pin => {
                 let cpus: Option<Vec<usize>> =
                     val.split(',').map(|c| c.trim().parse().ok()).collect();
                 o.pin = match cpus.as_deref() {
@@ -270,7 +295,7 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
                     }
                 }
             }
-            17 => {
+            Opt::Timeout => {
                 o.timeout = match val.parse::<f64>() {
                     Ok(s) if s > 0.0 && s <= 3600.0 => Duration::from_secs_f64(s),
                     _ => {
@@ -280,7 +305,7 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
                     }
                 }
             }
-            18 if tool == Tool::Bw => {
+            Opt::Window if tool == Tool::Bw => {
                 o.window = match val.parse::<usize>() {
                     Ok(n) if (1..=4096).contains(&n) => n,
                     _ => {
@@ -290,7 +315,7 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
                     }
                 }
             }
-            19 if tool == Tool::Bw => {
+            Opt::Threads if tool == Tool::Bw => {
                 o.threads = match val.parse::<usize>() {
                     Ok(n) if (1..=threads::MAX_THREADS).contains(&n) => Some(n),
                     _ => {
@@ -301,11 +326,11 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
                     }
                 }
             }
-            _ => {
-                return Err(UsageError(match SPECS[idx].short {
-                    Some(c) => format!("invalid option -- '{c}'"),
-                    None => format!("unrecognized option '--{}'", SPECS[idx].long.unwrap_or("")),
-                }))
+            // Options of fi_bw only: refused as getopt refuses an unknown option.
+            Opt::Window => return Err(UsageError(GetoptError::InvalidShort('W').to_string())),
+            Opt::Threads => {
+                let unknown = GetoptError::UnrecognizedLong("threads".into());
+                return Err(UsageError(unknown.to_string()));
             }
         }
     }
@@ -567,6 +592,8 @@ mod tests {
                 "invalid --timeout: '0' (seconds, 0 < t <= 3600)",
             ),
             (&["-W", "2"][..], "invalid option -- 'W'"),
+            (&["--window=2"][..], "invalid option -- 'W'"),
+            (&["--threads", "2"][..], "unrecognized option '--threads'"),
         ] {
             assert_eq!(
                 p(Tool::PingPong, args),
