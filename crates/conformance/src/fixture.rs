@@ -334,8 +334,14 @@ pub fn assert_empty(cq: &CompletionQueue, what: &str) {
     }
 }
 
-/// Post a receive of `buf` on `ep` with `context`.
+/// Post a receive of `buf` on `ep` with `context`, from any source.
 pub fn post_recv(ep: &Endpoint, buf: &mut [u8], context: usize) -> ofi::Result<()> {
+    post_recv_from(ep, buf, ADDR_NOTAVAIL, context)
+}
+
+/// Post a receive of `buf` on `ep` with `context`, taking only what `src` sends (a
+/// directed receive, `FI_DIRECTED_RECV`; `ADDR_NOTAVAIL`: any source).
+pub fn post_recv_from(ep: &Endpoint, buf: &mut [u8], src: u64, context: usize) -> ofi::Result<()> {
     // SAFETY: every caller keeps `buf` alive and untouched until the receive's
     // completion has been read, or the endpoint is gone (see the checks).
     unsafe {
@@ -343,7 +349,7 @@ pub fn post_recv(ep: &Endpoint, buf: &mut [u8], context: usize) -> ofi::Result<(
             buf.as_mut_ptr(),
             buf.len(),
             std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
+            src,
             context,
         )
     }
