@@ -409,7 +409,7 @@ pub fn atomic_ops_match_reference(s: &Subject) {
                 OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE,
                 0x81,
             );
-            let local = Region::new(&p, 0, 4096, 0, OpFlags::READ | OpFlags::WRITE, 0x82);
+            let mut local = Region::new(&p, 0, 4096, 0, OpFlags::READ | OpFlags::WRITE, 0x82);
             let mut slot = 0usize;
             let mut ran = 0;
             for &k in &FAMILIES {
@@ -437,22 +437,9 @@ pub fn atomic_ops_match_reference(s: &Subject) {
                             let what = format!("{k:?} {op} {dt} x{count} (compare {compare})");
                             for i in 0..count {
                                 target.set(off + i * n, &encode(dt, tv));
-                                let o = encode(dt, ov);
-                                let c = encode(dt, cv);
-                                // SAFETY: within the 4096-byte local region.
-                                unsafe {
-                                    std::ptr::copy_nonoverlapping(
-                                        o.as_ptr(),
-                                        local.ptr.add(OPERANDS + i * n),
-                                        n,
-                                    );
-                                    std::ptr::copy_nonoverlapping(
-                                        c.as_ptr(),
-                                        local.ptr.add(COMPARES + i * n),
-                                        n,
-                                    );
-                                    std::ptr::write_bytes(local.ptr.add(RESULTS + i * n), 0xcc, n);
-                                }
+                                local.set(OPERANDS + i * n, &encode(dt, ov));
+                                local.set(COMPARES + i * n, &encode(dt, cv));
+                                local.set(RESULTS + i * n, &vec![0xcc; n]);
                             }
                             let ctx = 0x10_0000 + slot;
                             let r = issue_atomic(&p, k, &local, &target, off, dt, op, count, ctx);

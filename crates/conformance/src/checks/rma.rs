@@ -113,6 +113,29 @@ impl Region {
         }
     }
 
+    /// [`Region::rma`] of this region's first `len` bytes to / from offset `off` of
+    /// `target`, then its completion at side a, read and checked: context `ctx`, flags
+    /// `FI_RMA` with `FI_WRITE` / `FI_READ`. Panics (naming `what`) when the call fails
+    /// or the completion differs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rma_done(
+        &self,
+        p: &Pair,
+        dir: Rma,
+        target: &Region,
+        off: u64,
+        len: usize,
+        ctx: usize,
+        what: &str,
+    ) {
+        let (addr, key) = (target.addr + off, target.mr.key());
+        // SAFETY: the completion is read below, while `self` is borrowed.
+        unsafe { self.rma(p, dir, len, addr, key, ctx) }
+            .unwrap_or_else(|e| panic!("{what}: {e} ({})", e.code()));
+        let c = p.wait_ok_ctx(0, ctx, what);
+        assert_flags(&c, OpFlags::RMA | dir.flag(), what);
+    }
+
     /// `fi_writev` ([`Rma::Write`]) of the local buffers `iov` (which lie in this
     /// region) to `p`'s peer at `addr` under `key`, or `fi_readv` ([`Rma::Read`]) from
     /// there into them, with context `ctx`; the call's answer.
@@ -150,6 +173,16 @@ pub enum Rma {
     Write,
     /// `fi_read`: from the peer's region to the local one.
     Read,
+}
+
+impl Rma {
+    /// The flag its completion carries with `FI_RMA` (`FI_WRITE` / `FI_READ`).
+    pub fn flag(self) -> OpFlags {
+        match self {
+            Rma::Write => OpFlags::WRITE,
+            Rma::Read => OpFlags::READ,
+        }
+    }
 }
 
 /// The `fi_msg_rma` of an operation from `p`'s first endpoint to its peer: the local
@@ -227,7 +260,7 @@ const LOCAL: OpFlags = OpFlags::READ
 pub fn rma_write_read_sizes(s: &Subject) {
     each_rma_pair(s, |p| {
         let mut target = Region::new(&p, 1, REGION, 0, REMOTE, 0x71);
-        let local = Region::new(&p, 0, REGION, 0, LOCAL, 0x72);
+        let mut local = Region::new(&p, 0, REGION, 0, LOCAL, 0x72);
         let max = p.info.ep_attr.max_msg_size.min(REGION);
         let mut ops = 0u64;
         for (i, len) in [1usize, 64, 4096, 65536, max].into_iter().enumerate() {
@@ -235,23 +268,14 @@ pub fn rma_write_read_sizes(s: &Subject) {
                 continue;
             }
             let data = pattern(len, 10 + i as u8);
-            // SAFETY: `local` is registered and alive; nothing else touches it now.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, len) };
-            // SAFETY: `local` lives until the completion is read.
-            unsafe { local.rma(&p, Rma::Write, len, target.addr, target.mr.key(), 0x100 + i) }
-                .unwrap_or_else(|e| panic!("fi_write of {len} bytes: {e} ({})", e.code()));
-            let c = p.wait_ok(0, &format!("fi_write of {len} bytes"));
-            assert_eq!(c.op_context, 0x100 + i);
-            assert_flags(&c, OpFlags::RMA | OpFlags::WRITE, "fi_write completion");
-            await_bytes(&p, &target, 0, &data, &format!("fi_write of {len} bytes"));
+            local.set(0, &data);
+            let what = format!("fi_write of {len} bytes");
+            local.rma_done(&p, Rma::Write, &target, 0, len, 0x100 + i, &what);
+            await_bytes(&p, &target, 0, &data, &what);
             let back = pattern(len, 200 - i as u8);
             target.set(0, &back);
-            // SAFETY: as above.
-            unsafe { local.rma(&p, Rma::Read, len, target.addr, target.mr.key(), 0x200 + i) }
-                .unwrap_or_else(|e| panic!("fi_read of {len} bytes: {e} ({})", e.code()));
-            let c = p.wait_ok(0, &format!("fi_read of {len} bytes"));
-            assert_eq!(c.op_context, 0x200 + i);
-            assert_flags(&c, OpFlags::RMA | OpFlags::READ, "fi_read completion");
+            let what = format!("fi_read of {len} bytes");
+            local.rma_done(&p, Rma::Read, &target, 0, len, 0x200 + i, &what);
             assert!(
                 local.bytes()[..len] == back[..],
                 "fi_read of {len} bytes: wrong data"
@@ -287,10 +311,9 @@ pub fn rma_write_read_sizes(s: &Subject) {
 pub fn rma_iov_and_msg(s: &Subject) {
     each_rma_pair(s, |p| {
         let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x73);
-        let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x74);
+        let mut local = Region::new(&p, 0, 4096, 0, LOCAL, 0x74);
         let data = pattern(300, 5);
-        // SAFETY: `local` is registered and alive.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, 300) };
+        local.set(0, &data);
         let desc = [local.mr.desc(), local.mr.desc()];
         if p.info.tx_attr.iov_limit >= 2 {
             let iov = [local.iov(0, 100), local.iov(100, 200)];
@@ -364,7 +387,7 @@ pub fn rma_writedata_remote_cq_data(s: &Subject) {
         |i| i.domain_attr.cq_data_size > 0,
         |p| {
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x76);
-            let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x77);
+            let mut local = Region::new(&p, 0, 4096, 0, LOCAL, 0x77);
             let size = p.info.domain_attr.cq_data_size.min(8);
             let mask = if size >= 8 {
                 u64::MAX
@@ -377,8 +400,7 @@ pub fn rma_writedata_remote_cq_data(s: &Subject) {
                 crate::fixture::post_recv(&p.b.ep, &mut rbuf, 0x401).unwrap();
             }
             let bytes = pattern(64, 8);
-            // SAFETY: registered and alive.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), local.ptr, 64) };
+            local.set(0, &bytes);
             // SAFETY: `local` lives until the completion.
             unsafe {
                 p.a.ep.writedata(
