@@ -362,6 +362,41 @@ pub fn send(ep: &Endpoint, buf: &[u8], dest: u64, context: usize) -> ofi::Result
     unsafe { ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, context) }
 }
 
+/// `fi_trecv` of `buf` on `ep` for `tag` under `ignore`, from `src` (`ADDR_UNSPEC`:
+/// any source), with `ctx`; panics if the call fails.
+pub fn trecv(ep: &Endpoint, buf: &mut [u8], src: u64, tag: u64, ignore: u64, ctx: usize) {
+    // SAFETY: callers keep `buf` until its completion is read or the endpoint is gone.
+    unsafe {
+        ep.trecv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            src,
+            tag,
+            ignore,
+            ctx,
+        )
+    }
+    .unwrap_or_else(|e| panic!("fi_trecv tag {tag:#x}: {e} ({})", e.code()));
+}
+
+/// `fi_tsend` of `buf` from `ep` to `dest` with `tag` and `ctx`; panics if the call
+/// fails.
+pub fn tsend(ep: &Endpoint, buf: &[u8], dest: u64, tag: u64, ctx: usize) {
+    // SAFETY: callers keep `buf` until the send completion is read.
+    unsafe {
+        ep.tsend(
+            buf.as_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            dest,
+            tag,
+            ctx,
+        )
+    }
+    .unwrap_or_else(|e| panic!("fi_tsend tag {tag:#x}: {e} ({})", e.code()));
+}
+
 /// `fi_sendmsg` of `buf` (one iov, no descriptor, no CQ data) from `ep` to `dest` with
 /// `context` and `flags` (e.g. a completion level such as `FI_DELIVERY_COMPLETE`).
 pub fn sendmsg(
