@@ -5,7 +5,7 @@
 //! `concat::<T, N>` panics, at compile time when evaluated in a constant, unless `N`
 //! is [`total_len`] of its lists; nothing else here panics.
 
-/// How many items `lists` hold together (the `N` of [`concat`]).
+/// How many items `lists` hold together (the `N` of [`concat()`]).
 pub const fn total_len<T>(lists: &[&[T]]) -> usize {
     let mut len = 0;
     let mut list = 0;
