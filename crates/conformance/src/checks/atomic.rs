@@ -358,8 +358,13 @@ fn await_target(
 /// `op` into offset `off` of `target`, the operands (and compare values) read from
 /// `local` at [`OPERANDS`] (and [`COMPARES`]), the fetched old values written to `local`
 /// at [`RESULTS`].
+///
+/// # Safety
+///
+/// `local` lives (and its areas stay untouched) until the operation's completion has
+/// been read.
 #[allow(clippy::too_many_arguments)]
-fn issue_atomic(
+unsafe fn issue_atomic(
     p: &Pair,
     k: AtomicKind,
     local: &Region,
@@ -373,7 +378,7 @@ fn issue_atomic(
     let (ep, peer) = (&p.a.ep, p.a.peer);
     let (addr, key, desc) = (target.addr + off as u64, target.mr.key(), local.mr.desc());
     let l = local.ptr;
-    // SAFETY: the three areas lie in `local`, alive until the caller reads the
+    // SAFETY: the three areas lie in `local`, which the caller keeps alive until the
     // completion.
     unsafe {
         let (buf, compare, result) = (
@@ -442,7 +447,10 @@ pub fn atomic_ops_match_reference(s: &Subject) {
                                 local.set(RESULTS + i * n, &vec![0xcc; n]);
                             }
                             let ctx = 0x10_0000 + slot;
-                            let r = issue_atomic(&p, k, &local, &target, off, dt, op, count, ctx);
+                            // SAFETY: `local` lives until the completion is read below.
+                            let r = unsafe {
+                                issue_atomic(&p, k, &local, &target, off, dt, op, count, ctx)
+                            };
                             r.unwrap_or_else(|e| panic!("{what}: {e} ({})", e.code()));
                             let c = p.wait_ok(0, &what);
                             assert_eq!(c.op_context, ctx, "{what}: completion {}", show(&c));
