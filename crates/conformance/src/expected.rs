@@ -10,7 +10,7 @@
 //! and no declaration names an area twice: a test of this crate checks it) and then
 //! lists the areas particular to its provider. Order carries no meaning.
 //!
-//! Out of tree, declare your own list (`&[Capability]`) the same way.
+//! Out of tree, declare your own list: a plain `&[Capability]` naming the areas.
 
 use ofi::const_list::{concat, total_len};
 
