@@ -334,8 +334,14 @@ pub fn assert_empty(cq: &CompletionQueue, what: &str) {
     }
 }
 
-/// Post a receive of `buf` on `ep` with `context`.
+/// Post a receive of `buf` on `ep` with `context`, from any source.
 pub fn post_recv(ep: &Endpoint, buf: &mut [u8], context: usize) -> ofi::Result<()> {
+    post_recv_from(ep, buf, ADDR_NOTAVAIL, context)
+}
+
+/// Post a receive of `buf` on `ep` with `context`, taking only what `src` sends (a
+/// directed receive, `FI_DIRECTED_RECV`; `ADDR_NOTAVAIL`: any source).
+pub fn post_recv_from(ep: &Endpoint, buf: &mut [u8], src: u64, context: usize) -> ofi::Result<()> {
     // SAFETY: every caller keeps `buf` alive and untouched until the receive's
     // completion has been read, or the endpoint is gone (see the checks).
     unsafe {
@@ -343,7 +349,7 @@ pub fn post_recv(ep: &Endpoint, buf: &mut [u8], context: usize) -> ofi::Result<(
             buf.as_mut_ptr(),
             buf.len(),
             std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
+            src,
             context,
         )
     }
@@ -354,6 +360,41 @@ pub fn send(ep: &Endpoint, buf: &[u8], dest: u64, context: usize) -> ofi::Result
     // SAFETY: `buf` lives across the call; callers keep it until the send completes
     // (a send completion is read before the buffer is dropped or reused).
     unsafe { ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, context) }
+}
+
+/// `fi_trecv` of `buf` on `ep` for `tag` under `ignore`, from `src` (`ADDR_UNSPEC`:
+/// any source), with `ctx`; panics if the call fails.
+pub fn trecv(ep: &Endpoint, buf: &mut [u8], src: u64, tag: u64, ignore: u64, ctx: usize) {
+    // SAFETY: callers keep `buf` until its completion is read or the endpoint is gone.
+    unsafe {
+        ep.trecv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            src,
+            tag,
+            ignore,
+            ctx,
+        )
+    }
+    .unwrap_or_else(|e| panic!("fi_trecv tag {tag:#x}: {e} ({})", e.code()));
+}
+
+/// `fi_tsend` of `buf` from `ep` to `dest` with `tag` and `ctx`; panics if the call
+/// fails.
+pub fn tsend(ep: &Endpoint, buf: &[u8], dest: u64, tag: u64, ctx: usize) {
+    // SAFETY: callers keep `buf` until the send completion is read.
+    unsafe {
+        ep.tsend(
+            buf.as_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            dest,
+            tag,
+            ctx,
+        )
+    }
+    .unwrap_or_else(|e| panic!("fi_tsend tag {tag:#x}: {e} ({})", e.code()));
 }
 
 /// `fi_sendmsg` of `buf` (one iov, no descriptor, no CQ data) from `ep` to `dest` with

@@ -548,8 +548,8 @@ fn child_mode(s: &Subject, mode: Mode) {
         Mode::Tagged => {
             let mut b1 = vec![0u8; 256];
             let mut b2 = vec![0u8; 256];
-            crate::checks::tagged::trecv(&end.ep, &mut b2, ofi::ADDR_UNSPEC, 0x22, 0, 0x22);
-            crate::checks::tagged::trecv(&end.ep, &mut b1, ofi::ADDR_UNSPEC, 0x11, 0, 0x11);
+            crate::fixture::trecv(&end.ep, &mut b2, ofi::ADDR_UNSPEC, 0x22, 0, 0x22);
+            crate::fixture::trecv(&end.ep, &mut b1, ofi::ADDR_UNSPEC, 0x11, 0, 0x11);
             let mut total = 0;
             for _ in 0..2 {
                 let r = wait_tagged(&end.cq, STEP, "child tagged receive");
@@ -566,8 +566,8 @@ fn child_mode(s: &Subject, mode: Mode) {
                 b.reverse();
                 total += r.len;
             }
-            crate::checks::tagged::tsend(&end.ep, &b1, end.peer, 0x12, 3);
-            crate::checks::tagged::tsend(&end.ep, &b2, end.peer, 0x23, 4);
+            crate::fixture::tsend(&end.ep, &b1, end.peer, 0x12, 3);
+            crate::fixture::tsend(&end.ep, &b2, end.peer, 0x23, 4);
             wait_tagged(&end.cq, STEP, "child tagged send");
             wait_tagged(&end.cq, STEP, "child tagged send");
             total
@@ -702,11 +702,11 @@ pub fn parent_mode(s: &Subject, child_test: &str, mode: Mode) {
         Mode::Tagged => {
             let mut r1 = vec![0u8; 256];
             let mut r2 = vec![0u8; 256];
-            crate::checks::tagged::trecv(&ep, &mut r1, ofi::ADDR_UNSPEC, 0x12, 0, 0x12);
-            crate::checks::tagged::trecv(&ep, &mut r2, ofi::ADDR_UNSPEC, 0x23, 0, 0x23);
+            crate::fixture::trecv(&ep, &mut r1, ofi::ADDR_UNSPEC, 0x12, 0, 0x12);
+            crate::fixture::trecv(&ep, &mut r2, ofi::ADDR_UNSPEC, 0x23, 0, 0x23);
             let (p1, p2) = (fixture::pattern(100, 1), fixture::pattern(200, 2));
-            crate::checks::tagged::tsend(&ep, &p1, peer, 0x11, 1);
-            crate::checks::tagged::tsend(&ep, &p2, peer, 0x22, 2);
+            crate::fixture::tsend(&ep, &p1, peer, 0x11, 1);
+            crate::fixture::tsend(&ep, &p2, peer, 0x22, 2);
             let mut recvs = 0;
             for _ in 0..4 {
                 let c = wait_tagged(&cq, STEP, "parent tagged");

@@ -24,6 +24,7 @@ pub mod addr;
 pub mod attr;
 pub mod av;
 pub mod cntr;
+pub mod const_list;
 pub mod control;
 pub mod cq;
 pub mod domain;

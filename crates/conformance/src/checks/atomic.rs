@@ -29,6 +29,14 @@ pub const COMPARE_ATOMIC: u64 = ofi::flags::AtomicQueryFlags::COMPARE_ATOMIC.bit
 /// 19 operations × 16 datatypes × 2 compare values).
 const ATOMIC_REGION: usize = 3 * 19 * 16 * 2 * 64;
 
+/// Where, in the local region of [`atomic_ops_match_reference`], an atomic's operands
+/// lie (1 KiB areas: at most two elements of 16 bytes are used).
+const OPERANDS: usize = 0;
+/// Where its compare values lie.
+const COMPARES: usize = 1024;
+/// Where its fetched old values land.
+const RESULTS: usize = 2048;
+
 /// One element's value, wide enough for every datatype.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Val {
@@ -346,6 +354,50 @@ fn await_target(
     }
 }
 
+/// Issue one atomic of kind `k` from side a: `count` elements of `dt` combined by
+/// `op` into offset `off` of `target`, the operands (and compare values) read from
+/// `local` at [`OPERANDS`] (and [`COMPARES`]), the fetched old values written to `local`
+/// at [`RESULTS`].
+///
+/// # Safety
+///
+/// `local` lives (and its areas stay untouched) until the operation's completion has
+/// been read.
+#[allow(clippy::too_many_arguments)]
+unsafe fn issue_atomic(
+    p: &Pair,
+    k: AtomicKind,
+    local: &Region,
+    target: &Region,
+    off: usize,
+    dt: Datatype,
+    op: AtomicOp,
+    count: usize,
+    ctx: usize,
+) -> ofi::Result<()> {
+    let (ep, peer) = (&p.a.ep, p.a.peer);
+    let (addr, key, desc) = (target.addr + off as u64, target.mr.key(), local.mr.desc());
+    let l = local.ptr;
+    // SAFETY: the three areas lie in `local`, which the caller keeps alive until the
+    // completion.
+    unsafe {
+        let (buf, compare, result) = (
+            l.add(OPERANDS).cast(),
+            l.add(COMPARES).cast(),
+            l.add(RESULTS).cast(),
+        );
+        match k {
+            AtomicKind::Base => ep.atomic(buf, count, desc, peer, addr, key, dt, op, ctx),
+            AtomicKind::Fetch => {
+                ep.fetch_atomic(buf, count, desc, result, desc, peer, addr, key, dt, op, ctx)
+            }
+            AtomicKind::Compare => ep.compare_atomic(
+                buf, count, desc, compare, desc, result, desc, peer, addr, key, dt, op, ctx,
+            ),
+        }
+    }
+}
+
 /// Every valid operation × datatype runs (base, fetch and compare calls) and leaves
 /// the target — and the fetched old value — as the reference says.
 pub fn atomic_ops_match_reference(s: &Subject) {
@@ -362,8 +414,7 @@ pub fn atomic_ops_match_reference(s: &Subject) {
                 OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE,
                 0x81,
             );
-            let local = Region::new(&p, 0, 4096, 0, OpFlags::READ | OpFlags::WRITE, 0x82);
-            let (opnd, cmp, res) = (0usize, 1024usize, 2048usize);
+            let mut local = Region::new(&p, 0, 4096, 0, OpFlags::READ | OpFlags::WRITE, 0x82);
             let mut slot = 0usize;
             let mut ran = 0;
             for &k in &FAMILIES {
@@ -391,71 +442,14 @@ pub fn atomic_ops_match_reference(s: &Subject) {
                             let what = format!("{k:?} {op} {dt} x{count} (compare {compare})");
                             for i in 0..count {
                                 target.set(off + i * n, &encode(dt, tv));
-                                let o = encode(dt, ov);
-                                let c = encode(dt, cv);
-                                // SAFETY: within the 4096-byte local region.
-                                unsafe {
-                                    std::ptr::copy_nonoverlapping(
-                                        o.as_ptr(),
-                                        local.ptr.add(opnd + i * n),
-                                        n,
-                                    );
-                                    std::ptr::copy_nonoverlapping(
-                                        c.as_ptr(),
-                                        local.ptr.add(cmp + i * n),
-                                        n,
-                                    );
-                                    std::ptr::write_bytes(local.ptr.add(res + i * n), 0xcc, n);
-                                }
+                                local.set(OPERANDS + i * n, &encode(dt, ov));
+                                local.set(COMPARES + i * n, &encode(dt, cv));
+                                local.set(RESULTS + i * n, &vec![0xcc; n]);
                             }
-                            let addr = target.addr + off as u64;
-                            let key = target.mr.key();
-                            let desc = local.mr.desc();
                             let ctx = 0x10_0000 + slot;
-                            // SAFETY: the local buffers lie in `local`, alive until the completion.
+                            // SAFETY: `local` lives until the completion is read below.
                             let r = unsafe {
-                                let l = local.ptr;
-                                match k {
-                                    AtomicKind::Base => p.a.ep.atomic(
-                                        l.add(opnd).cast(),
-                                        count,
-                                        desc,
-                                        p.a.peer,
-                                        addr,
-                                        key,
-                                        dt,
-                                        op,
-                                        ctx,
-                                    ),
-                                    AtomicKind::Fetch => p.a.ep.fetch_atomic(
-                                        l.add(opnd).cast(),
-                                        count,
-                                        desc,
-                                        l.add(res).cast(),
-                                        desc,
-                                        p.a.peer,
-                                        addr,
-                                        key,
-                                        dt,
-                                        op,
-                                        ctx,
-                                    ),
-                                    AtomicKind::Compare => p.a.ep.compare_atomic(
-                                        l.add(opnd).cast(),
-                                        count,
-                                        desc,
-                                        l.add(cmp).cast(),
-                                        desc,
-                                        l.add(res).cast(),
-                                        desc,
-                                        p.a.peer,
-                                        addr,
-                                        key,
-                                        dt,
-                                        op,
-                                        ctx,
-                                    ),
-                                }
+                                issue_atomic(&p, k, &local, &target, off, dt, op, count, ctx)
                             };
                             r.unwrap_or_else(|e| panic!("{what}: {e} ({})", e.code()));
                             let c = p.wait_ok(0, &what);
@@ -469,7 +463,7 @@ pub fn atomic_ops_match_reference(s: &Subject) {
                             if k != AtomicKind::Base {
                                 let lb = local.bytes();
                                 for i in 0..count {
-                                    let old = decode(dt, &lb[res + i * n..]);
+                                    let old = decode(dt, &lb[RESULTS + i * n..]);
                                     assert_eq!(old, tv, "{what}: fetched old value #{i}");
                                 }
                             }
@@ -527,49 +521,27 @@ mod tests {
                 assert_eq!(decode(dt, &encode(dt, v)), v, "{dt}");
             }
         }
+        use Val::{Cplx, Int};
         let (t, o, c) = values(Datatype::Uint8, 5);
-        assert_eq!(
-            reference(Datatype::Uint8, AtomicOp::Mswap, t, o, c),
-            Some(Val::Int(3))
-        );
-        assert_eq!(
-            reference(
-                Datatype::Int8,
-                AtomicOp::Prod,
-                Val::Int(100),
-                Val::Int(3),
-                c
-            ),
-            Some(Val::Int(44))
-        );
-        assert_eq!(
-            reference(
-                Datatype::Uint8,
-                AtomicOp::Sum,
-                Val::Int(255),
-                Val::Int(3),
-                c
-            ),
-            Some(Val::Int(2))
-        );
-        assert_eq!(
-            reference(
+        // (datatype, operation, target, operand, compare, the reference's answer)
+        let cases = [
+            (Datatype::Uint8, AtomicOp::Mswap, t, o, c, Int(3)),
+            (Datatype::Int8, AtomicOp::Prod, Int(100), Int(3), c, Int(44)),
+            (Datatype::Uint8, AtomicOp::Sum, Int(255), Int(3), c, Int(2)),
+            (
                 Datatype::DoubleComplex,
                 AtomicOp::Prod,
-                Val::Cplx(6.0, 1.0),
-                Val::Cplx(3.0, 2.0),
-                c
+                Cplx(6.0, 1.0),
+                Cplx(3.0, 2.0),
+                c,
+                Cplx(16.0, 15.0),
             ),
-            Some(Val::Cplx(16.0, 15.0))
-        );
-        assert_eq!(
-            reference(Datatype::Int32, AtomicOp::CswapLt, t, o, Val::Int(5)),
-            Some(Val::Int(3))
-        );
-        assert_eq!(
-            reference(Datatype::Int32, AtomicOp::CswapGt, t, o, Val::Int(5)),
-            Some(Val::Int(6))
-        );
+            (Datatype::Int32, AtomicOp::CswapLt, t, o, Int(5), Int(3)),
+            (Datatype::Int32, AtomicOp::CswapGt, t, o, Int(5), Int(6)),
+        ];
+        for (dt, op, t, o, c, want) in cases {
+            assert_eq!(reference(dt, op, t, o, c), Some(want), "{op} {dt}");
+        }
         assert_eq!(f80_value(&f80_bytes(-18.0)), -18.0);
         let (ft, fo, fc) = values(Datatype::Float, 6);
         assert!(reference(Datatype::Float, AtomicOp::Bor, ft, fo, fc).is_none());

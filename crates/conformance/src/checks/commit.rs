@@ -72,10 +72,9 @@ pub fn commit_complete_send_and_write(s: &Subject) {
     assert!(sends > 0, "no reliable endpoint type with FI_MSG");
     each_pair_where(s, Caps::MSG | Caps::RMA, reliable, |p| {
         let target = Region::new(&p, 1, 4096, 0, OpFlags::REMOTE_WRITE, 0x7c);
-        let local = Region::new(&p, 0, 4096, 0, OpFlags::WRITE, 0x7d);
+        let mut local = Region::new(&p, 0, 4096, 0, OpFlags::WRITE, 0x7d);
         let data = pattern(2500, 92);
-        // SAFETY: `local` is registered, alive, and 4096 bytes long.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, data.len()) };
+        local.set(0, &data);
         let iov = [local.iov(0, data.len())];
         let desc = [local.mr.desc()];
         let rma: [RmaIov; 1] = [target.rma_iov(100, data.len())];

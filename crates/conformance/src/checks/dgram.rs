@@ -236,17 +236,8 @@ pub fn msg_source_user_id(s: &Subject) {
         // A receive naming the peer by its fabric address takes its message (matching
         // uses fabric addresses); the completion still reports the id.
         let mut directed = [0u8; 16];
-        // SAFETY: `directed` lives until its completion is read below.
-        unsafe {
-            b.ep.recv(
-                directed.as_mut_ptr(),
-                directed.len(),
-                std::ptr::null_mut(),
-                fi_addr[0],
-                11,
-            )
-        }
-        .unwrap_or_else(|e| panic!("fi_recv from one source: {e}"));
+        fixture::post_recv_from(&b.ep, &mut directed, fi_addr[0], 11)
+            .unwrap_or_else(|e| panic!("fi_recv from one source: {e}"));
         send(&c_ep, b"dir", b_at_c, 12).unwrap();
         wait_ok(&c_cq, "send completion");
         let (e, src) = read_from(&b.cq);

@@ -113,6 +113,29 @@ impl Region {
         }
     }
 
+    /// [`Region::rma`] of this region's first `len` bytes to / from offset `off` of
+    /// `target`, then its completion at side a, read and checked: context `ctx`, flags
+    /// `FI_RMA` with `FI_WRITE` / `FI_READ`. Panics (naming `what`) when the call fails
+    /// or the completion differs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rma_done(
+        &self,
+        p: &Pair,
+        dir: Rma,
+        target: &Region,
+        off: u64,
+        len: usize,
+        ctx: usize,
+        what: &str,
+    ) {
+        let (addr, key) = (target.addr + off, target.mr.key());
+        // SAFETY: the completion is read below, while `self` is borrowed.
+        unsafe { self.rma(p, dir, len, addr, key, ctx) }
+            .unwrap_or_else(|e| panic!("{what}: {e} ({})", e.code()));
+        let c = p.wait_ok_ctx(0, ctx, what);
+        assert_flags(&c, OpFlags::RMA | dir.flag(), what);
+    }
+
     /// `fi_writev` ([`Rma::Write`]) of the local buffers `iov` (which lie in this
     /// region) to `p`'s peer at `addr` under `key`, or `fi_readv` ([`Rma::Read`]) from
     /// there into them, with context `ctx`; the call's answer.
@@ -150,6 +173,16 @@ pub enum Rma {
     Write,
     /// `fi_read`: from the peer's region to the local one.
     Read,
+}
+
+impl Rma {
+    /// The flag its completion carries with `FI_RMA` (`FI_WRITE` / `FI_READ`).
+    pub fn flag(self) -> OpFlags {
+        match self {
+            Rma::Write => OpFlags::WRITE,
+            Rma::Read => OpFlags::READ,
+        }
+    }
 }
 
 /// The `fi_msg_rma` of an operation from `p`'s first endpoint to its peer: the local
@@ -192,10 +225,15 @@ pub fn await_bytes(p: &Pair, region: &Region, off: usize, want: &[u8], what: &st
     }
 }
 
+/// Run `f` on a pair of every endpoint type with `FI_RMA` (see [`each_rma_pair_where`]).
+fn each_rma_pair(s: &Subject, f: impl FnMut(Pair)) -> usize {
+    each_rma_pair_where(s, Caps::RMA, |_| true, f)
+}
+
 /// Run `f` on a pair of every endpoint type with `caps` whose results satisfy `extra`
 /// (see [`crate::pair::each_type`]); where counters work, the pair's counter counts `FI_READ |
 /// FI_WRITE`.
-fn each_rma_pair(
+fn each_rma_pair_where(
     s: &Subject,
     caps: Caps,
     extra: impl Fn(&ofi::Info) -> bool,
@@ -220,125 +258,105 @@ const LOCAL: OpFlags = OpFlags::READ
 /// at the target and come back; completions carry `FI_RMA | FI_WRITE` / `FI_RMA |
 /// FI_READ`; counters bound with `FI_WRITE | FI_READ` count them.
 pub fn rma_write_read_sizes(s: &Subject) {
-    each_rma_pair(
-        s,
-        Caps::RMA,
-        |_| true,
-        |p| {
-            let mut target = Region::new(&p, 1, REGION, 0, REMOTE, 0x71);
-            let local = Region::new(&p, 0, REGION, 0, LOCAL, 0x72);
-            let max = p.info.ep_attr.max_msg_size.min(REGION);
-            let mut ops = 0u64;
-            for (i, len) in [1usize, 64, 4096, 65536, max].into_iter().enumerate() {
-                if len > max {
-                    continue;
-                }
-                let data = pattern(len, 10 + i as u8);
-                // SAFETY: `local` is registered and alive; nothing else touches it now.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, len) };
-                // SAFETY: `local` lives until the completion is read.
-                unsafe { local.rma(&p, Rma::Write, len, target.addr, target.mr.key(), 0x100 + i) }
-                    .unwrap_or_else(|e| panic!("fi_write of {len} bytes: {e} ({})", e.code()));
-                let c = p.wait_ok(0, &format!("fi_write of {len} bytes"));
-                assert_eq!(c.op_context, 0x100 + i);
-                assert_flags(&c, OpFlags::RMA | OpFlags::WRITE, "fi_write completion");
-                await_bytes(&p, &target, 0, &data, &format!("fi_write of {len} bytes"));
-                let back = pattern(len, 200 - i as u8);
-                target.set(0, &back);
-                // SAFETY: as above.
-                unsafe { local.rma(&p, Rma::Read, len, target.addr, target.mr.key(), 0x200 + i) }
-                    .unwrap_or_else(|e| panic!("fi_read of {len} bytes: {e} ({})", e.code()));
-                let c = p.wait_ok(0, &format!("fi_read of {len} bytes"));
-                assert_eq!(c.op_context, 0x200 + i);
-                assert_flags(&c, OpFlags::RMA | OpFlags::READ, "fi_read completion");
-                assert!(
-                    local.bytes()[..len] == back[..],
-                    "fi_read of {len} bytes: wrong data"
-                );
-                ops += 1;
+    each_rma_pair(s, |p| {
+        let mut target = Region::new(&p, 1, REGION, 0, REMOTE, 0x71);
+        let mut local = Region::new(&p, 0, REGION, 0, LOCAL, 0x72);
+        let max = p.info.ep_attr.max_msg_size.min(REGION);
+        let mut ops = 0u64;
+        for (i, len) in [1usize, 64, 4096, 65536, max].into_iter().enumerate() {
+            if len > max {
+                continue;
             }
-            p.assert_quiet(
-                1,
-                10,
-                "RMA without remote CQ data completes nothing at the target",
+            let data = pattern(len, 10 + i as u8);
+            local.set(0, &data);
+            let what = format!("fi_write of {len} bytes");
+            local.rma_done(&p, Rma::Write, &target, 0, len, 0x100 + i, &what);
+            await_bytes(&p, &target, 0, &data, &what);
+            let back = pattern(len, 200 - i as u8);
+            target.set(0, &back);
+            let what = format!("fi_read of {len} bytes");
+            local.rma_done(&p, Rma::Read, &target, 0, len, 0x200 + i, &what);
+            assert!(
+                local.bytes()[..len] == back[..],
+                "fi_read of {len} bytes: wrong data"
             );
-            if let Some(c) = &p.a.cntr {
-                c.wait(2 * ops, WAIT.as_millis() as i32)
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "FI_READ|FI_WRITE counter to {}: {e}; reads {:?}",
-                            2 * ops,
-                            c.read()
-                        )
-                    });
-                assert_eq!(
-                    c.read().unwrap(),
-                    2 * ops,
-                    "the counter bound with FI_READ | FI_WRITE"
-                );
-                assert_eq!(c.readerr().unwrap(), 0);
-            }
-        },
-    );
+            ops += 1;
+        }
+        p.assert_quiet(
+            1,
+            10,
+            "RMA without remote CQ data completes nothing at the target",
+        );
+        if let Some(c) = &p.a.cntr {
+            c.wait(2 * ops, WAIT.as_millis() as i32)
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "FI_READ|FI_WRITE counter to {}: {e}; reads {:?}",
+                        2 * ops,
+                        c.read()
+                    )
+                });
+            assert_eq!(
+                c.read().unwrap(),
+                2 * ops,
+                "the counter bound with FI_READ | FI_WRITE"
+            );
+            assert_eq!(c.readerr().unwrap(), 0);
+        }
+    });
 }
 
 /// `fi_writev` / `fi_readv` with two local buffers (where `iov_limit` ≥ 2) and
 /// `fi_writemsg` with two remote ranges (where `rma_iov_limit` ≥ 2).
 pub fn rma_iov_and_msg(s: &Subject) {
-    each_rma_pair(
-        s,
-        Caps::RMA,
-        |_| true,
-        |p| {
-            let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x73);
-            let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x74);
-            let data = pattern(300, 5);
-            // SAFETY: `local` is registered and alive.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, 300) };
-            let desc = [local.mr.desc(), local.mr.desc()];
-            if p.info.tx_attr.iov_limit >= 2 {
-                let iov = [local.iov(0, 100), local.iov(100, 200)];
-                let (addr, key) = (target.addr, target.mr.key());
-                // SAFETY: `local` lives until the completion.
-                unsafe { local.rmav(&p, Rma::Write, &iov, addr, key, 0x300) }
-                    .unwrap_or_else(|e| panic!("fi_writev: {e} ({})", e.code()));
-                p.wait_ok_ctx(0, 0x300, "fi_writev");
-                await_bytes(&p, &target, 0, &data, "fi_writev");
-                let iov = [local.iov(1000, 150), local.iov(2000, 150)];
-                // SAFETY: as above.
-                unsafe { local.rmav(&p, Rma::Read, &iov, addr, key, 0x301) }
-                    .unwrap_or_else(|e| panic!("fi_readv: {e} ({})", e.code()));
-                p.wait_ok_ctx(0, 0x301, "fi_readv");
-                let l = local.bytes();
-                assert!(
-                    l[1000..1150] == data[..150] && l[2000..2150] == data[150..300],
-                    "fi_readv scattered wrongly"
-                );
-            }
-            if p.info.tx_attr.rma_iov_limit >= 2 {
-                let iov = [local.iov(0, 300)];
-                let rma = [target.rma_iov(3000, 100), target.rma_iov(3500, 200)];
-                let msg = msg_rma(&p, &iov, &desc, &rma, 0x302);
-                // SAFETY: as above.
-                unsafe { p.a.ep.writemsg(&msg, 0) }
-                    .unwrap_or_else(|e| panic!("fi_writemsg: {e} ({})", e.code()));
-                assert_eq!(p.wait_ok(0, "fi_writemsg").op_context, 0x302);
-                await_bytes(&p, &target, 3000, &data[..100], "fi_writemsg first range");
-                await_bytes(
-                    &p,
-                    &target,
-                    3500,
-                    &data[100..300],
-                    "fi_writemsg second range",
-                );
-            }
-        },
-    );
+    each_rma_pair(s, |p| {
+        let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x73);
+        let mut local = Region::new(&p, 0, 4096, 0, LOCAL, 0x74);
+        let data = pattern(300, 5);
+        local.set(0, &data);
+        let desc = [local.mr.desc(), local.mr.desc()];
+        if p.info.tx_attr.iov_limit >= 2 {
+            let iov = [local.iov(0, 100), local.iov(100, 200)];
+            let (addr, key) = (target.addr, target.mr.key());
+            // SAFETY: `local` lives until the completion.
+            unsafe { local.rmav(&p, Rma::Write, &iov, addr, key, 0x300) }
+                .unwrap_or_else(|e| panic!("fi_writev: {e} ({})", e.code()));
+            p.wait_ok_ctx(0, 0x300, "fi_writev");
+            await_bytes(&p, &target, 0, &data, "fi_writev");
+            let iov = [local.iov(1000, 150), local.iov(2000, 150)];
+            // SAFETY: as above.
+            unsafe { local.rmav(&p, Rma::Read, &iov, addr, key, 0x301) }
+                .unwrap_or_else(|e| panic!("fi_readv: {e} ({})", e.code()));
+            p.wait_ok_ctx(0, 0x301, "fi_readv");
+            let l = local.bytes();
+            assert!(
+                l[1000..1150] == data[..150] && l[2000..2150] == data[150..300],
+                "fi_readv scattered wrongly"
+            );
+        }
+        if p.info.tx_attr.rma_iov_limit >= 2 {
+            let iov = [local.iov(0, 300)];
+            let rma = [target.rma_iov(3000, 100), target.rma_iov(3500, 200)];
+            let msg = msg_rma(&p, &iov, &desc, &rma, 0x302);
+            // SAFETY: as above.
+            unsafe { p.a.ep.writemsg(&msg, 0) }
+                .unwrap_or_else(|e| panic!("fi_writemsg: {e} ({})", e.code()));
+            assert_eq!(p.wait_ok(0, "fi_writemsg").op_context, 0x302);
+            await_bytes(&p, &target, 3000, &data[..100], "fi_writemsg first range");
+            await_bytes(
+                &p,
+                &target,
+                3500,
+                &data[100..300],
+                "fi_writemsg second range",
+            );
+        }
+    });
 }
 
 /// `fi_inject_write` up to `inject_size`: the bytes land, no completion at either side.
 pub fn rma_inject_write(s: &Subject) {
-    each_rma_pair(
+    each_rma_pair_where(
         s,
         Caps::RMA,
         |i| i.tx_attr.inject_size > 0,
@@ -363,13 +381,13 @@ pub fn rma_inject_write(s: &Subject) {
 /// `fi_writedata`: the target's CQ reports `FI_REMOTE_CQ_DATA` with the data (a
 /// receive is posted first where the mode is `FI_RX_CQ_DATA`).
 pub fn rma_writedata_remote_cq_data(s: &Subject) {
-    each_rma_pair(
+    each_rma_pair_where(
         s,
         Caps::RMA | Caps::REMOTE_CQ_DATA,
         |i| i.domain_attr.cq_data_size > 0,
         |p| {
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x76);
-            let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x77);
+            let mut local = Region::new(&p, 0, 4096, 0, LOCAL, 0x77);
             let size = p.info.domain_attr.cq_data_size.min(8);
             let mask = if size >= 8 {
                 u64::MAX
@@ -382,8 +400,7 @@ pub fn rma_writedata_remote_cq_data(s: &Subject) {
                 crate::fixture::post_recv(&p.b.ep, &mut rbuf, 0x401).unwrap();
             }
             let bytes = pattern(64, 8);
-            // SAFETY: registered and alive.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), local.ptr, 64) };
+            local.set(0, &bytes);
             // SAFETY: `local` lives until the completion.
             unsafe {
                 p.a.ep.writedata(
@@ -452,120 +469,115 @@ pub fn rma_bad_key_and_out_of_range(s: &Subject) {
 /// The bad accesses `cases` (indices of the three below) on each RMA pair, in order.
 fn bad_accesses(s: &Subject, cases: &[usize]) {
     let breaks = s.has(crate::Semantics::ACCESS_ERROR_BREAKS_CONNECTION);
-    each_rma_pair(
-        s,
-        Caps::RMA,
-        |_| true,
-        |p| {
-            let target = Region::new(&p, 1, 4096, 0x11, REMOTE, 0x78);
-            let local = Region::new(&p, 0, 4096, 0x22, LOCAL, 0x79);
-            let bad_key = target.mr.key() ^ 0x5a5a_0000;
-            let all: [(&str, u64, u64, usize, Option<Errno>); 3] = [
-                (
-                    "fi_write with a bad key",
-                    target.addr,
-                    bad_key,
-                    0,
-                    s.expect.rma_bad_key,
+    each_rma_pair(s, |p| {
+        let target = Region::new(&p, 1, 4096, 0x11, REMOTE, 0x78);
+        let local = Region::new(&p, 0, 4096, 0x22, LOCAL, 0x79);
+        let bad_key = target.mr.key() ^ 0x5a5a_0000;
+        let all: [(&str, u64, u64, usize, Option<Errno>); 3] = [
+            (
+                "fi_write with a bad key",
+                target.addr,
+                bad_key,
+                0,
+                s.expect.rma_bad_key,
+            ),
+            (
+                "fi_write past the region's end",
+                target.addr + 4096 - 8,
+                target.mr.key(),
+                0,
+                s.expect.rma_out_of_range,
+            ),
+            (
+                "fi_read with a bad key",
+                target.addr,
+                bad_key,
+                1,
+                s.expect.rma_bad_key,
+            ),
+        ];
+        for &i in cases {
+            let (what, addr, key, read, want) = all[i];
+            let ctx = 0x500 + i;
+            // SAFETY: `local` lives until the completion.
+            let r = unsafe {
+                if read == 1 {
+                    p.a.ep
+                        .read(local.ptr, 64, local.mr.desc(), p.a.peer, addr, key, ctx)
+                } else {
+                    p.a.ep
+                        .write(local.ptr, 64, local.mr.desc(), p.a.peer, addr, key, ctx)
+                }
+            };
+            match r {
+                Err(e) => panic!(
+                    "{what}: the call failed at once ({e}); the error belongs in a completion"
                 ),
-                (
-                    "fi_write past the region's end",
-                    target.addr + 4096 - 8,
-                    target.mr.key(),
-                    0,
-                    s.expect.rma_out_of_range,
-                ),
-                (
-                    "fi_read with a bad key",
-                    target.addr,
-                    bad_key,
-                    1,
-                    s.expect.rma_bad_key,
-                ),
-            ];
-            for &i in cases {
-                let (what, addr, key, read, want) = all[i];
-                let ctx = 0x500 + i;
-                // SAFETY: `local` lives until the completion.
-                let r = unsafe {
-                    if read == 1 {
-                        p.a.ep
-                            .read(local.ptr, 64, local.mr.desc(), p.a.peer, addr, key, ctx)
+                Ok(()) => {
+                    let ee = p.wait_err(0, what);
+                    assert_eq!(ee.op_context, ctx, "{what}: error completion context");
+                    let got = Errno(ee.err);
+                    assert_ne!(
+                        got,
+                        Errno(0),
+                        "{what}: error completion without an error code"
+                    );
+                    if let Some(w) = want {
+                        assert_eq!(got, w, "{what}: error code");
                     } else {
-                        p.a.ep
-                            .write(local.ptr, 64, local.mr.desc(), p.a.peer, addr, key, ctx)
-                    }
-                };
-                match r {
-                    Err(e) => panic!(
-                        "{what}: the call failed at once ({e}); the error belongs in a completion"
-                    ),
-                    Ok(()) => {
-                        let ee = p.wait_err(0, what);
-                        assert_eq!(ee.op_context, ctx, "{what}: error completion context");
-                        let got = Errno(ee.err);
-                        assert_ne!(
-                            got,
-                            Errno(0),
-                            "{what}: error completion without an error code"
+                        println!(
+                            "  {what}: error completion {got} ({})",
+                            ofi::error::strerror(ee.err)
                         );
-                        if let Some(w) = want {
-                            assert_eq!(got, w, "{what}: error code");
-                        } else {
-                            println!(
-                                "  {what}: error completion {got} ({})",
-                                ofi::error::strerror(ee.err)
-                            );
-                        }
                     }
                 }
             }
-            p.assert_quiet(1, 20, "failed RMA completes nothing at the target");
-            if let Some(c) = &p.a.cntr {
-                // Operations that complete in error count as errors (fi_endpoint(3) NOTES).
-                assert_eq!(
-                    c.readerr().unwrap(),
-                    cases.len() as u64,
-                    "the FI_READ | FI_WRITE counter's errors"
-                );
-                assert_eq!(c.read().unwrap(), 0, "failed operations are not successes");
-            }
+        }
+        p.assert_quiet(1, 20, "failed RMA completes nothing at the target");
+        if let Some(c) = &p.a.cntr {
+            // Operations that complete in error count as errors (fi_endpoint(3) NOTES).
+            assert_eq!(
+                c.readerr().unwrap(),
+                cases.len() as u64,
+                "the FI_READ | FI_WRITE counter's errors"
+            );
+            assert_eq!(c.read().unwrap(), 0, "failed operations are not successes");
+        }
+        assert!(
+            target.bytes().iter().all(|&b| b == 0x11),
+            "a failed write changed the target"
+        );
+        assert!(
+            local.bytes().iter().all(|&b| b == 0x22),
+            "a failed read changed the local buffer"
+        );
+        // SAFETY: as above.
+        unsafe { local.rma(&p, Rma::Write, 8, target.addr, target.mr.key(), 0x5ff) }.unwrap();
+        if breaks {
+            // The connection is gone: the write is flushed, the target untouched.
+            let ee = p.wait_err(0, "a write after the error (broken connection)");
+            assert_eq!(ee.op_context, 0x5ff, "flushed write's context");
+            assert!(
+                [Errno::ECANCELED, Errno::ECONNRESET].contains(&Errno(ee.err)),
+                "a write on the broken connection: {} instead of FI_ECANCELED or \
+                     FI_ECONNRESET",
+                Errno(ee.err)
+            );
+            p.assert_quiet(1, 20, "a flushed write completes nothing at the target");
             assert!(
                 target.bytes().iter().all(|&b| b == 0x11),
-                "a failed write changed the target"
+                "a flushed write changed the target"
             );
-            assert!(
-                local.bytes().iter().all(|&b| b == 0x22),
-                "a failed read changed the local buffer"
-            );
-            // SAFETY: as above.
-            unsafe { local.rma(&p, Rma::Write, 8, target.addr, target.mr.key(), 0x5ff) }.unwrap();
-            if breaks {
-                // The connection is gone: the write is flushed, the target untouched.
-                let ee = p.wait_err(0, "a write after the error (broken connection)");
-                assert_eq!(ee.op_context, 0x5ff, "flushed write's context");
-                assert!(
-                    [Errno::ECANCELED, Errno::ECONNRESET].contains(&Errno(ee.err)),
-                    "a write on the broken connection: {} instead of FI_ECANCELED or \
-                     FI_ECONNRESET",
-                    Errno(ee.err)
-                );
-                p.assert_quiet(1, 20, "a flushed write completes nothing at the target");
-                assert!(
-                    target.bytes().iter().all(|&b| b == 0x11),
-                    "a flushed write changed the target"
-                );
-                return;
-            }
-            // The pair still works.
-            p.wait_ok(0, "a good write after the failures");
-            await_bytes(
-                &p,
-                &target,
-                0,
-                &[0x22; 8],
-                "a good write after the failures",
-            );
-        },
-    );
+            return;
+        }
+        // The pair still works.
+        p.wait_ok(0, "a good write after the failures");
+        await_bytes(
+            &p,
+            &target,
+            0,
+            &[0x22; 8],
+            "a good write after the failures",
+        );
+    });
 }

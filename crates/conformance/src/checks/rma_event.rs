@@ -39,10 +39,9 @@ pub fn rma_remote_counters(s: &Subject) {
         |spec| spec.cntr_flags = REMOTE,
         |p| {
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x81);
-            let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x82);
+            let mut local = Region::new(&p, 0, 4096, 0, LOCAL, 0x82);
             let data = pattern(64, 3);
-            // SAFETY: `local` is registered and alive; nothing else touches it now.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, data.len()) };
+            local.set(0, &data);
             // An fi_write of the 64 bytes of `local` to `target` with `key`.
             let write = |key: u64, ctx: usize| {
                 // SAFETY: `local` lives until the completion is read.
@@ -52,10 +51,7 @@ pub fn rma_remote_counters(s: &Subject) {
             p.wait_ok(0, "fi_write");
             await_bytes(&p, &target, 0, &data, "fi_write");
             await_count(&p, 1, 1, "after one fi_write");
-            // SAFETY: `local` lives until the completion is read.
-            unsafe { local.rma(&p, Rma::Read, 64, target.addr + 64, target.mr.key(), 2) }
-                .unwrap_or_else(|e| panic!("fi_read: {e} ({})", e.code()));
-            p.wait_ok(0, "fi_read");
+            local.rma_done(&p, Rma::Read, &target, 64, 64, 2, "fi_read");
             await_count(&p, 1, 2, "after an fi_write and an fi_read");
             if p.info.caps.contains(Caps::ATOMIC) {
                 // An atomic is a remote write.

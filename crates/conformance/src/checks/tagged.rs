@@ -5,56 +5,28 @@
 
 use ofi::{Caps, EpType, Errno, OpFlags};
 
-use crate::fixture::pattern;
+use crate::fixture::{pattern, trecvmsg};
 use crate::pair::{assert_flags, each_pair, each_pair_where, each_type, show, Pair};
 use crate::Subject;
 
 const TRECV: OpFlags = OpFlags::RECV.union(OpFlags::TAGGED);
 const TSEND: OpFlags = OpFlags::SEND.union(OpFlags::TAGGED);
 
-/// `fi_trecv` of `buf` on `ep`.
-pub fn trecv(ep: &ofi::ep::Endpoint, buf: &mut [u8], src: u64, tag: u64, ignore: u64, ctx: usize) {
-    // SAFETY: callers keep `buf` until its completion is read or the endpoint is gone.
-    unsafe {
-        ep.trecv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            src,
-            tag,
-            ignore,
-            ctx,
-        )
-    }
-    .unwrap_or_else(|e| panic!("fi_trecv tag {tag:#x}: {e} ({})", e.code()));
-}
+/// The tagged sends and receives on slices the checks use; they live in
+/// [`crate::fixture`] with the other data calls (named here too, for callers that
+/// import them from this module).
+pub use crate::fixture::{trecv, tsend};
 
-/// `fi_tsend` of `buf` from `ep`.
-pub fn tsend(ep: &ofi::ep::Endpoint, buf: &[u8], dest: u64, tag: u64, ctx: usize) {
-    // SAFETY: callers keep `buf` until the send completion is read.
-    unsafe {
-        ep.tsend(
-            buf.as_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            dest,
-            tag,
-            ctx,
-        )
-    }
-    .unwrap_or_else(|e| panic!("fi_tsend tag {tag:#x}: {e} ({})", e.code()));
-}
-
-/// `fi_trecvmsg` on side b with `flags` (a peek / claim / discard); `buf` may be empty.
-fn trecvmsg(
-    p: &Pair,
-    buf: &mut [u8],
-    tag: u64,
-    ignore: u64,
-    ctx: usize,
-    flags: OpFlags,
-) -> ofi::Result<()> {
-    crate::fixture::trecvmsg(&p.b.ep, buf, tag, ignore, ctx, flags)
+/// The next completion of side `i`, which must succeed: a tagged receive with context
+/// `ctx` of `len` bytes with tag `tag`.
+fn wait_received(p: &Pair, i: usize, (ctx, len, tag): (usize, usize, u64), what: &str) {
+    let r = p.wait_ok(i, what);
+    assert_eq!(
+        (r.op_context, r.len, r.tag),
+        (ctx, len, tag),
+        "{what}: {}",
+        show(&r)
+    );
 }
 
 /// Tags match under the ignore mask; receives take the message with their tag, not
@@ -91,13 +63,7 @@ pub fn tagged_match_tag_and_ignore(s: &Subject) {
         trecv(&p.a.ep, &mut bz, ofi::ADDR_UNSPEC, 0xc0c, 0, 0x22);
         tsend(&p.b.ep, &z, p.b.peer, 0xc0c, 0x12);
         assert_eq!(p.wait_ok(1, "tagged send b to a").op_context, 0x12);
-        let r = p.wait_ok(0, "tagged receive on side a");
-        assert_eq!(
-            (r.op_context, r.len, r.tag),
-            (0x22, 20, 0xc0c),
-            "{}",
-            show(&r)
-        );
+        wait_received(p, 0, (0x22, 20, 0xc0c), "tagged receive on side a");
         assert!(bz[..20] == z[..]);
         // An untagged receive never takes a tagged message (and vice versa).
         if p.info.caps.contains(Caps::MSG) && p.info.ep_type() != EpType::Dgram {
@@ -132,7 +98,7 @@ pub fn tagged_peek_claim_discard(s: &Subject) {
         |i| i.ep_type() != EpType::Dgram,
         |p| {
             let none: &mut [u8] = &mut [];
-            trecvmsg(&p, none, 0x99, 0, 0x40, OpFlags::PEEK)
+            trecvmsg(&p.b.ep, none, 0x99, 0, 0x40, OpFlags::PEEK)
                 .unwrap_or_else(|e| panic!("fi_trecvmsg(FI_PEEK): {e} ({})", e.code()));
             let ee = p.wait_err(1, "FI_PEEK with no message");
             assert_eq!(Errno(ee.err), Errno::ENOMSG, "FI_PEEK miss");
@@ -144,7 +110,7 @@ pub fn tagged_peek_claim_discard(s: &Subject) {
             let deadline = std::time::Instant::now() + crate::WAIT;
             let found = loop {
                 let none: &mut [u8] = &mut [];
-                trecvmsg(&p, none, 0x99, 0, 0x42, OpFlags::PEEK).unwrap();
+                trecvmsg(&p.b.ep, none, 0x99, 0, 0x42, OpFlags::PEEK).unwrap();
                 match p.wait(1) {
                     Some(Ok(e)) => break e,
                     Some(Err(ee)) if Errno(ee.err) == Errno::ENOMSG => {}
@@ -161,26 +127,19 @@ pub fn tagged_peek_claim_discard(s: &Subject) {
             assert_eq!(found.tag, 0x99, "FI_PEEK reports the tag");
             // Peeking again still finds it; now claim it.
             let none: &mut [u8] = &mut [];
-            trecvmsg(&p, none, 0x99, 0, 0x43, OpFlags::PEEK | OpFlags::CLAIM)
+            trecvmsg(&p.b.ep, none, 0x99, 0, 0x43, OpFlags::PEEK | OpFlags::CLAIM)
                 .unwrap_or_else(|e| panic!("FI_PEEK | FI_CLAIM: {e}"));
-            let c = p.wait_ok(1, "FI_PEEK | FI_CLAIM");
-            assert_eq!((c.op_context, c.len, c.tag), (0x43, 100, 0x99));
+            wait_received(&p, 1, (0x43, 100, 0x99), "FI_PEEK | FI_CLAIM");
             // Claimed: another peek misses.
             let none: &mut [u8] = &mut [];
-            trecvmsg(&p, none, 0x99, 0, 0x44, OpFlags::PEEK).unwrap();
+            trecvmsg(&p.b.ep, none, 0x99, 0, 0x44, OpFlags::PEEK).unwrap();
             let ee = p.wait_err(1, "peek of a claimed message");
             assert_eq!(Errno(ee.err), Errno::ENOMSG, "a claimed message is hidden");
             // Receive the claimed message with FI_CLAIM and the claiming context.
             let mut buf = vec![0u8; 128];
-            trecvmsg(&p, &mut buf, 0, 0, 0x43, OpFlags::CLAIM)
+            trecvmsg(&p.b.ep, &mut buf, 0, 0, 0x43, OpFlags::CLAIM)
                 .unwrap_or_else(|e| panic!("fi_trecvmsg(FI_CLAIM): {e} ({})", e.code()));
-            let r = p.wait_ok(1, "FI_CLAIM receive");
-            assert_eq!(
-                (r.op_context, r.len, r.tag),
-                (0x43, 100, 0x99),
-                "{}",
-                show(&r)
-            );
+            wait_received(&p, 1, (0x43, 100, 0x99), "FI_CLAIM receive");
             assert!(buf[..100] == payload[..], "claimed payload");
             // Discard.
             tsend(&p.a.ep, b"drop me", p.a.peer, 0x55, 0x45);
@@ -188,7 +147,7 @@ pub fn tagged_peek_claim_discard(s: &Subject) {
             let deadline = std::time::Instant::now() + crate::WAIT;
             loop {
                 let none: &mut [u8] = &mut [];
-                trecvmsg(&p, none, 0x55, 0, 0x46, OpFlags::PEEK).unwrap();
+                trecvmsg(&p.b.ep, none, 0x55, 0, 0x46, OpFlags::PEEK).unwrap();
                 match p.wait(1) {
                     Some(Ok(_)) => break,
                     Some(Err(ee)) if Errno(ee.err) == Errno::ENOMSG => {}
@@ -200,8 +159,15 @@ pub fn tagged_peek_claim_discard(s: &Subject) {
                 );
             }
             let none: &mut [u8] = &mut [];
-            trecvmsg(&p, none, 0x55, 0, 0x47, OpFlags::PEEK | OpFlags::DISCARD)
-                .unwrap_or_else(|e| panic!("FI_PEEK | FI_DISCARD: {e} ({})", e.code()));
+            trecvmsg(
+                &p.b.ep,
+                none,
+                0x55,
+                0,
+                0x47,
+                OpFlags::PEEK | OpFlags::DISCARD,
+            )
+            .unwrap_or_else(|e| panic!("FI_PEEK | FI_DISCARD: {e} ({})", e.code()));
             if let Some(c) = p.wait(1) {
                 match c {
                     Ok(e) => assert_eq!(e.op_context, 0x47, "FI_DISCARD completion {}", show(&e)),
@@ -209,7 +175,7 @@ pub fn tagged_peek_claim_discard(s: &Subject) {
                 }
             }
             let none: &mut [u8] = &mut [];
-            trecvmsg(&p, none, 0x55, 0, 0x48, OpFlags::PEEK).unwrap();
+            trecvmsg(&p.b.ep, none, 0x55, 0, 0x48, OpFlags::PEEK).unwrap();
             let ee = p.wait_err(1, "peek after discard");
             assert_eq!(Errno(ee.err), Errno::ENOMSG, "a discarded message is gone");
             assert_eq!(ee.op_context, 0x48);

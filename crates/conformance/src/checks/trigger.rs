@@ -154,15 +154,12 @@ pub fn trigger_chain_rma_and_atomic(s: &Subject) {
             let start = counter(&p);
             let txc = p.a.cntr.as_ref().expect("the pair binds a counter");
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x91);
-            let local = Region::new(&p, 0, 4096, 0, OpFlags::READ | OpFlags::WRITE, 0x92);
+            let mut local = Region::new(&p, 0, 4096, 0, OpFlags::READ | OpFlags::WRITE, 0x92);
             let data = pattern(64, 5);
-            // SAFETY: `local` is registered and alive; nothing else touches it now.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, data.len()) };
+            local.set(0, &data);
             let operand: u64 = 5;
-            // SAFETY: as above; the operand goes after the written bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(operand.to_ne_bytes().as_ptr(), local.ptr.add(128), 8)
-            };
+            // The operand goes after the written bytes.
+            local.set(128, &operand.to_ne_bytes());
             let payload = pattern(32, 1);
             let mut rbuf = vec![0u8; 32];
             post_recv(&p.b.ep, &mut rbuf, 0x81).unwrap();

@@ -152,35 +152,12 @@ impl ProviderInstance {
 /// Every boundary structure of the interface (entry, host and ops tables, raw forms).
 const ENTRY_LAYOUTS: &[&StructDesc] = &[&PluginEntry::LAYOUT, &ProviderInstance::LAYOUT];
 
-const fn count(lists: &[&[&StructDesc]]) -> usize {
-    let mut n = 0;
-    let mut i = 0;
-    while i < lists.len() {
-        n += lists[i].len();
-        i += 1;
-    }
-    n
-}
-
 const LISTS: &[&[&StructDesc]] = &[ENTRY_LAYOUTS, tables::LAYOUTS, raw::LAYOUTS, wire::LAYOUTS];
-const N_LAYOUTS: usize = count(LISTS);
+const N_LAYOUTS: usize = crate::const_list::total_len(LISTS);
 
 /// Every boundary structure's layout descriptor, in a fixed order.
-pub const ALL_LAYOUTS: [&StructDesc; N_LAYOUTS] = {
-    let mut out: [&StructDesc; N_LAYOUTS] = [&PluginEntry::LAYOUT; N_LAYOUTS];
-    let mut k = 0;
-    let mut i = 0;
-    while i < LISTS.len() {
-        let mut j = 0;
-        while j < LISTS[i].len() {
-            out[k] = LISTS[i][j];
-            k += 1;
-            j += 1;
-        }
-        i += 1;
-    }
-    out
-};
+pub const ALL_LAYOUTS: [&StructDesc; N_LAYOUTS] =
+    crate::const_list::concat(LISTS, &PluginEntry::LAYOUT);
 
 /// The layout fingerprint of the interface as of minor `minor` (see [`layout`]).
 pub const fn fingerprint_for_minor(minor: u32) -> u64 {
