@@ -28,10 +28,34 @@ struct Arrival<'a> {
     src: &'a SockAddr,
 }
 
+/// What a failed read of a socket (`what`, for the log) means for `poll_sock`: `true`
+/// to read again at once, the retry not counting as a round — the first
+/// `ECONNREFUSED` of the call, a peer socket's report of an ICMP "port unreachable"
+/// for an earlier datagram (reading it clears it); `false` to stop reading this
+/// socket: nothing is queued (the common case: most polls find nothing), or another
+/// error (logged).
+#[inline(always)]
+fn read_again(e: &io::Error, refused: &mut bool, what: &str) -> bool {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        return false;
+    }
+    if is_refused(e) && !*refused {
+        *refused = true;
+        return true;
+    }
+    ofi_core::ofi_debug!(NAME, "ep_data", "{what}: {e}");
+    false
+}
+
 impl EpInner {
-    /// Queue a receive.
-    pub(super) fn post_recv(&self, iov: UserIov, context: usize, flags: OpFlags) -> Result<()> {
-        self.active()?;
+    /// Queue a receive (on an enabled endpoint: `_active`).
+    pub(super) fn post_recv(
+        &self,
+        _active: &Active,
+        iov: UserIov,
+        context: usize,
+        flags: OpFlags,
+    ) -> Result<()> {
         let multi = flags.contains(OpFlags::MULTI_RECV);
         if multi && iov.n != 1 {
             return Err(Error::new(
@@ -262,18 +286,11 @@ impl EpInner {
                             continue;
                         }
                         Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            return (work, Stop::Empty)
-                        }
-                        Err(e) if is_refused(&e) && !refused => {
-                            refused = true;
+                        Err(e) if read_again(&e, &mut refused, "recvmsg (peek)") => {
                             rounds -= 1;
                             continue;
                         }
-                        Err(e) => {
-                            ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg (peek): {e}");
-                            return (work, Stop::Empty);
-                        }
+                        Err(_) => return (work, Stop::Empty),
                     }
                 }
             } else {
@@ -302,18 +319,11 @@ impl EpInner {
             };
             let (len, src) = match r {
                 Ok(r) => r,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (work, Stop::Empty),
-                // A peer socket's report of an ICMP "port unreachable" for an earlier
-                // datagram (reading it clears it): look again, once.
-                Err(e) if is_refused(&e) && !refused => {
-                    refused = true;
+                Err(e) if read_again(&e, &mut refused, "recvmsg") => {
                     rounds -= 1;
                     continue;
                 }
-                Err(e) => {
-                    ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg: {e}");
-                    return (work, Stop::Empty);
-                }
+                Err(_) => return (work, Stop::Empty),
             };
             work += 1;
             let h = match Header::from_bytes(&hdr[..len.min(HDR_LEN)]) {
