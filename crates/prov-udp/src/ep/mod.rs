@@ -79,8 +79,9 @@
 //!
 //! This file holds the endpoint's state ([`Endpoint`], `EpInner`, what `fi_enable`
 //! froze in `Active`) and its opening; `iov` the application's buffers in kernel form,
-//! `peers` the peer sockets, `datapath` the message calls as kit hands them over, `tx` the send path, `rx` the receive queue and progress,
-//! `ops` the `fi_ops` entry points, `wait` the wait descriptor of `FI_GETWAIT`.
+//! `peers` the peer sockets, `datapath` the message calls as kit hands them over, `tx`
+//! the send path, `rx` the receive queue and progress, `ops` the `fi_ops` entry points,
+//! `wait` the wait descriptor of `FI_GETWAIT`.
 
 use std::collections::VecDeque;
 use std::io;

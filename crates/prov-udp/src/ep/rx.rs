@@ -28,25 +28,6 @@ struct Arrival<'a> {
     src: &'a SockAddr,
 }
 
-/// What a failed read of a socket (`what`, for the log) means for `poll_sock`: `true`
-/// to read again at once, the retry not counting as a round — the first
-/// `ECONNREFUSED` of the call, a peer socket's report of an ICMP "port unreachable"
-/// for an earlier datagram (reading it clears it); `false` to stop reading this
-/// socket: nothing is queued (the common case: most polls find nothing), or another
-/// error (logged).
-#[inline(always)]
-fn read_again(e: &io::Error, refused: &mut bool, what: &str) -> bool {
-    if e.kind() == io::ErrorKind::WouldBlock {
-        return false;
-    }
-    if is_refused(e) && !*refused {
-        *refused = true;
-        return true;
-    }
-    ofi_core::ofi_debug!(NAME, "ep_data", "{what}: {e}");
-    false
-}
-
 impl EpInner {
     /// Queue a receive (on an enabled endpoint: `_active`).
     pub(super) fn post_recv(
@@ -286,11 +267,18 @@ impl EpInner {
                             continue;
                         }
                         Ok(_) => {}
-                        Err(e) if read_again(&e, &mut refused, "recvmsg (peek)") => {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            return (work, Stop::Empty)
+                        }
+                        Err(e) if is_refused(&e) && !refused => {
+                            refused = true;
                             rounds -= 1;
                             continue;
                         }
-                        Err(_) => return (work, Stop::Empty),
+                        Err(e) => {
+                            ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg (peek): {e}");
+                            return (work, Stop::Empty);
+                        }
                     }
                 }
             } else {
@@ -319,11 +307,18 @@ impl EpInner {
             };
             let (len, src) = match r {
                 Ok(r) => r,
-                Err(e) if read_again(&e, &mut refused, "recvmsg") => {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (work, Stop::Empty),
+                // A peer socket's report of an ICMP "port unreachable" for an earlier
+                // datagram (reading it clears it): look again, once.
+                Err(e) if is_refused(&e) && !refused => {
+                    refused = true;
                     rounds -= 1;
                     continue;
                 }
-                Err(_) => return (work, Stop::Empty),
+                Err(e) => {
+                    ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg: {e}");
+                    return (work, Stop::Empty);
+                }
             };
             work += 1;
             let h = match Header::from_bytes(&hdr[..len.min(HDR_LEN)]) {
