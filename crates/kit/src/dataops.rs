@@ -16,7 +16,9 @@
 //! [`crate::trigger`] (kept until its counter reaches the threshold) when the provider
 //! takes the flag ([`DataPath::triggers`]).
 //!
-//! Used by `ofi_rxm` and `ofi_rxd`. Nothing here panics.
+//! Used by shm, tcp, verbs, efa, `ofi_rxm` and `ofi_rxd` for every data call;
+//! by `udp` for the message calls only (`endpoint_data_ops!(msg)`: the other families
+//! keep `EndpointOps`' `FI_ENOSYS` defaults). Nothing here panics.
 
 use std::ffi::c_void;
 
@@ -58,6 +60,10 @@ pub trait DataPath {
     /// is `FI_EBADFLAGS`; `FI_MORE` always passes). Add `FI_FENCE` where fences are
     /// honoured.
     const OP_FLAGS: OpFlags = crate::opflags::PROVIDER_DEFAULT;
+    /// What a receive without flags (`fi_recv`, `fi_recvv`, tagged alike) keeps of the
+    /// endpoint's receive `op_flags`: `FI_COMPLETION`; a provider that honours
+    /// `FI_MULTI_RECV` as a default flag adds it (and checks the buffer count itself).
+    const RECV_OP_FLAGS: OpFlags = OpFlags::COMPLETION;
     /// What an enabled endpoint hands its operations.
     type Active;
     /// The enabled state; `FI_EOPBADSTATE` before `fi_enable`.
@@ -108,12 +114,34 @@ pub trait DataPath {
     fn submit_send(&self, active: &Self::Active, req: SendRequest) -> Result<()>;
     /// Post a receive.
     fn submit_recv(&self, active: &Self::Active, recv: PostedRecv<IoList>) -> Result<()>;
-    /// Submit an RMA read or write of one remote buffer.
-    fn submit_rma(&self, active: &Self::Active, req: RmaRequest<'_>) -> Result<()>;
-    /// Submit an atomic (base, fetch or compare) on one remote ioc.
-    fn submit_atomic(&self, active: &Self::Active, req: AtomicRequest<'_>) -> Result<()>;
+    /// Submit an RMA read or write of one remote buffer. `FI_ENOSYS` by default: only
+    /// reached through [`endpoint_data_ops!()`](crate::endpoint_data_ops), which a
+    /// provider without RMA does not use.
+    fn submit_rma(&self, active: &Self::Active, req: RmaRequest<'_>) -> Result<()> {
+        let _ = (active, req);
+        Err(not_implemented::<Self>("RMA"))
+    }
+    /// Submit an atomic (base, fetch or compare) on one remote ioc. `FI_ENOSYS` by
+    /// default, as [`submit_rma`](Self::submit_rma).
+    fn submit_atomic(&self, active: &Self::Active, req: AtomicRequest<'_>) -> Result<()> {
+        let _ = (active, req);
+        Err(not_implemented::<Self>("atomics"))
+    }
     /// `fi_atomicvalid` and its fetch / compare forms: the most elements per call.
-    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize>;
+    /// `FI_ENOSYS` by default, as [`submit_rma`](Self::submit_rma).
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        let _ = (dt, op, kind);
+        Err(not_implemented::<Self>("atomics"))
+    }
+}
+
+/// `FI_ENOSYS` naming the provider and the family it does not implement.
+#[cold]
+fn not_implemented<T: DataPath + ?Sized>(what: &str) -> Error {
+    Error::new(
+        Errno::ENOSYS,
+        format!("{}: {what} are not supported", T::NAME),
+    )
 }
 
 /// The iov array of a message.
@@ -481,7 +509,7 @@ unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
                 PostedRecv::msg(a.context, l, total)
             };
             r.from_src(ep.recv_src(a.src))
-                .with_flags(ep.rx_op_flags() & OpFlags::COMPLETION)
+                .with_flags(ep.rx_op_flags() & T::RECV_OP_FLAGS)
         }
     };
     ep.submit_recv(active, r)
@@ -711,13 +739,28 @@ macro_rules! __kit_data_methods {
     )*)*};
 }
 
+/// The message calls only (the first family of the list, `msg`): what
+/// [`endpoint_data_ops!(msg)`](crate::endpoint_data_ops) writes.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_msg_methods {
+    (msg $Table:ident $entries:tt $queries:tt $($other_families:tt)*) => {
+        $crate::__kit_data_methods! { msg $Table $entries $queries }
+    };
+}
+
 /// Write the data calls of `EndpointOps` (messages, tagged messages, RMA, atomics and
 /// the `*atomicvalid` queries) from the endpoint's [`DataPath`]: one method per entry
 /// of the list of data operations (`ofi_core::for_each_ep_data_op!`), each a call of
 /// [`dispatch`]. Invoke inside `impl EndpointOps<F> for YourEndpoint { ... }`, next to
-/// the control methods.
+/// the control methods. `endpoint_data_ops!(msg)` writes the nine message calls only
+/// (`fi_send` to `fi_recvmsg`), for a provider with neither tagged messages, RMA nor
+/// atomics: those keep `EndpointOps`' defaults (`FI_ENOSYS`).
 #[macro_export]
 macro_rules! endpoint_data_ops {
+    (msg) => {
+        $crate::dataops::p::for_each_ep_data_op!($crate::__kit_msg_methods);
+    };
     () => {
         $crate::dataops::p::for_each_ep_data_op!($crate::__kit_data_methods);
         $crate::endpoint_data_ops!(@valid atomicvalid, Base);

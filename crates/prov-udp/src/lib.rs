@@ -119,8 +119,9 @@ pub use fabric::{Domain, Fabric};
 /// The provider's name.
 pub const NAME: &str = "udp";
 
-/// Largest I/O vector of one send or receive.
-pub const IOV_LIMIT: usize = 4;
+/// Largest I/O vector of one send or receive: kit's (the message calls arrive as
+/// kit's buffer lists).
+pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
 
 /// Largest UDP payload over IPv4 (65535 − 20 − 8).
 pub const UDP_MAX_PAYLOAD: usize = 65507;

@@ -311,6 +311,15 @@ fn selective_completion_reports_only_flagged_operations() {
     ok(&p.b.cq, "receive 2");
 }
 
+/// a sends `n` datagrams of 90 bytes to b (the i-th filled with `i + 1`), each
+/// completing at a: the pieces of the multi-receive tests.
+fn a_sends_pieces(p: &Pair, n: u8) {
+    for i in 0..n {
+        send(&p.a.ep, &[i + 1; 90], p.to_b, i as usize).unwrap();
+        ok(&p.a.cq, "send");
+    }
+}
+
 #[test]
 fn multi_recv_consumes_the_buffer_and_releases_it() {
     let p = pair(Caps::MSG | Caps::MULTI_RECV);
@@ -351,10 +360,7 @@ fn multi_recv_consumes_the_buffer_and_releases_it() {
     // `big` outlives every completion read below.
     fixture::recvmsg(ep, &mut big, 0x77, OpFlags::MULTI_RECV).unwrap();
     let base = big.as_ptr() as usize;
-    for i in 0..4u8 {
-        send(&p.a.ep, &[i + 1; 90], p.to_b, i as usize).unwrap();
-        ok(&p.a.cq, "send");
-    }
+    a_sends_pieces(&p, 4);
     for i in 0..4usize {
         let (e, _) = ok(&p.b.cq, "multi-recv piece");
         assert_eq!(e.op_context, 0x77);
@@ -368,6 +374,26 @@ fn multi_recv_consumes_the_buffer_and_releases_it() {
         assert!(big[90 * i..90 * (i + 1)].iter().all(|&x| x == i as u8 + 1));
     }
     empty(&p.b.cq, "after the release");
+}
+
+/// `FI_MULTI_RECV` among the endpoint's receive `op_flags` makes a plain `fi_recv` a
+/// multi-receive: datagrams fill one buffer one after another.
+#[test]
+fn multi_recv_as_a_default_receive_flag() {
+    let mut i = info(Caps::MSG | Caps::MULTI_RECV);
+    i.rx_attr.op_flags |= OpFlags::MULTI_RECV;
+    let p = pair_with(&i, OpFlags::TRANSMIT | OpFlags::RECV, true);
+    let mut big = vec![0u8; 400];
+    // `big` outlives every completion read below.
+    recv(&p.b.ep, &mut big, 0x33).unwrap();
+    let base = big.as_ptr() as usize;
+    a_sends_pieces(&p, 2);
+    for i in 0..2usize {
+        let (e, _) = ok(&p.b.cq, "multi-recv piece");
+        assert_eq!((e.op_context, e.len), (0x33, 90));
+        assert_eq!(e.buf as usize, base + 90 * i, "piece {i} placed in order");
+    }
+    assert!(big[..90].iter().all(|&x| x == 1) && big[90..180].iter().all(|&x| x == 2));
 }
 
 #[test]

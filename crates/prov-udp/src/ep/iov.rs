@@ -7,6 +7,7 @@
 //! callers vouch for them. Nothing here panics.
 
 use super::*;
+use ofi_kit::iov::IoList;
 
 /// Up to [`IOV_LIMIT`] application buffers in the form the kernel takes.
 #[derive(Clone, Copy)]
@@ -51,37 +52,15 @@ impl UserIov {
         Ok(())
     }
 
+    /// The buffers of a request kit built (`FI_EINVAL` as [`push`](Self::push) says:
+    /// kit's list neither refuses null buffers nor checks its total).
     #[inline]
-    pub(super) fn one(base: *mut libc::c_void, len: usize) -> Result<UserIov> {
+    pub(super) fn from_list(list: &IoList) -> Result<UserIov> {
         let mut out = UserIov::EMPTY;
-        out.push(base, len)?;
-        Ok(out)
-    }
-
-    #[inline]
-    pub(super) fn from_iov(iov: &[Iov]) -> Result<UserIov> {
-        if iov.len() > IOV_LIMIT {
-            return Err(code(Errno::EINVAL));
-        }
-        let mut out = UserIov::EMPTY;
-        for b in iov {
-            out.push(b.base, b.len)?;
+        for &(base, len) in list.slice() {
+            out.push(base as *mut libc::c_void, len)?;
         }
         Ok(out)
-    }
-
-    /// # Safety
-    /// `msg.msg_iov` is valid for `msg.iov_count` entries (or the count is 0).
-    #[inline]
-    pub(super) unsafe fn from_msg(msg: &Msg) -> Result<UserIov> {
-        if msg.iov_count == 0 {
-            return UserIov::from_iov(&[]);
-        }
-        if msg.msg_iov.is_null() || msg.iov_count > IOV_LIMIT {
-            return Err(code(Errno::EINVAL));
-        }
-        // SAFETY: non-null and valid for `iov_count` entries (caller's contract).
-        UserIov::from_iov(unsafe { std::slice::from_raw_parts(msg.msg_iov, msg.iov_count) })
     }
 
     /// `[header slot, buffers…]` and how many entries are used.

@@ -79,8 +79,9 @@
 //!
 //! This file holds the endpoint's state ([`Endpoint`], `EpInner`, what `fi_enable`
 //! froze in `Active`) and its opening; `iov` the application's buffers in kernel form,
-//! `peers` the peer sockets, `tx` the send path, `rx` the receive queue and progress,
-//! `ops` the `fi_ops` entry points, `wait` the wait descriptor of `FI_GETWAIT`.
+//! `peers` the peer sockets, `datapath` the message calls as kit hands them over, `tx`
+//! the send path, `rx` the receive queue and progress, `ops` the `fi_ops` entry points,
+//! `wait` the wait descriptor of `FI_GETWAIT`.
 
 use std::collections::VecDeque;
 use std::io;
@@ -88,12 +89,12 @@ use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 
-use ofi_core::abi::raw::{CqTaggedEntry, Iov, Msg};
+use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::attr::Info;
 use ofi_core::cq::CqError;
 use ofi_core::enums::EqEvent;
 use ofi_core::eq::Event;
-use ofi_core::provider::{BindTarget, Desc, EndpointOps};
+use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Caps, EpType, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
@@ -155,6 +156,7 @@ fn os_error(e: &io::Error, what: &str) -> Error {
     Error::new(errno, format!("{NAME}: {what}: {e}"))
 }
 
+mod datapath;
 mod iov;
 mod ops;
 mod peers;
@@ -196,8 +198,10 @@ impl Active {
     }
 }
 
-/// What `fi_enable` froze: read by the data path without a lock.
-struct Active {
+/// What `fi_enable` froze: read by the data path without a lock. Public only as the
+/// endpoint's [`DataPath::Active`](ofi_kit::dataops::DataPath::Active) (kit hands it to
+/// the data calls); opaque.
+pub struct Active {
     sock: UdpSock,
     /// Connected sockets for the first unicast destinations.
     peers: PeerSocks,

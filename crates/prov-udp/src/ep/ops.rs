@@ -1,13 +1,12 @@
 //! The endpoint's `fi_ops` ([`EndpointOps`]): bind, enable, options, names, multicast
-//! join/leave, and the send/receive entry points, which only build a [`UserIov`] and
-//! hand it to the tx or rx path.
+//! join/leave; the nine message calls are kit's (`endpoint_data_ops!(msg)`, from the
+//! endpoint's `DataPath` in `datapath`), the tagged, RMA and atomic calls keep
+//! `EndpointOps`' defaults (`FI_ENOSYS`).
 //!
 //! Invariants: bindings are only accepted before `fi_enable` (`FI_EOPBADSTATE` after),
 //! which freezes them into [`Active`]. Nothing here panics.
 
 use super::*;
-use ofi_core::abi::ops::OpKind;
-use ofi_kit::opflags::check_call;
 
 /// The operation flags udp's `fi_sendmsg` / `fi_recvmsg` implement (a datagram
 /// completes once handed to the kernel: no delivery, commit or match completion, no
@@ -246,25 +245,6 @@ impl EndpointOps<Fabric> for Endpoint {
         Ok(self.inner.to_address(sa).to_bytes())
     }
 
-    unsafe fn send(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        dest: u64,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: caller's contract.
-        unsafe { self.send_one(buf, len, dest, context, None) }
-    }
-
-    unsafe fn sendv(&self, iov: &[Iov], _desc: &[Desc], dest: u64, context: usize) -> Result<()> {
-        let iov = UserIov::from_iov(iov)?;
-        let f = self.op_flags.tx();
-        // SAFETY: caller's contract.
-        unsafe { self.inner.send_common(&iov, dest, context, None, f, false) }
-    }
-
     /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of the endpoint's default flags, and
     /// `FI_GETWAIT`: a descriptor readable while a datagram waits on one of the
     /// endpoint's sockets (`FI_EOPBADSTATE` before `fi_enable`; see `ep::wait`).
@@ -290,64 +270,7 @@ impl EndpointOps<Fabric> for Endpoint {
         })
     }
 
-    unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        check_call(NAME, OpKind::send(), flags, OP_FLAGS)?;
-        // SAFETY: caller's contract for `msg`.
-        let iov = unsafe { UserIov::from_msg(msg) }?;
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        // SAFETY: caller's contract.
-        unsafe {
-            self.inner
-                .send_common(&iov, msg.addr, msg.context, data, flags, false)
-        }
-    }
-
-    unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
-        // SAFETY: caller's contract.
-        unsafe { self.inject_one(buf, len, dest, None) }
-    }
-
-    unsafe fn senddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        data: u64,
-        dest: u64,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: caller's contract.
-        unsafe { self.send_one(buf, len, dest, context, Some(data)) }
-    }
-
-    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
-        // SAFETY: caller's contract.
-        unsafe { self.inject_one(buf, len, dest, Some(data)) }
-    }
-
-    unsafe fn recv(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        _desc: Desc,
-        _src: u64,
-        context: usize,
-    ) -> Result<()> {
-        let iov = UserIov::one(buf.cast(), len)?;
-        self.inner.post_recv(iov, context, self.op_flags.rx())
-    }
-
-    unsafe fn recvv(&self, iov: &[Iov], _desc: &[Desc], _src: u64, context: usize) -> Result<()> {
-        let iov = UserIov::from_iov(iov)?;
-        self.inner.post_recv(iov, context, self.op_flags.rx())
-    }
-
-    unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        check_call(NAME, OpKind::recv(), flags, OP_FLAGS)?;
-        // SAFETY: caller's contract for `msg`.
-        let iov = unsafe { UserIov::from_msg(msg) }?;
-        self.inner.post_recv(iov, msg.context, flags)
-    }
+    ofi_kit::endpoint_data_ops!(msg);
 
     /// Stops progress on the endpoint and forgets its posted receives (their buffers
     /// are the application's again; no completions are generated).
@@ -358,49 +281,5 @@ impl EndpointOps<Fabric> for Endpoint {
         self.inner.engine.unregister(&self.inner);
         lock(&self.inner.rx).clear();
         Ok(())
-    }
-}
-
-impl Endpoint {
-    /// `fi_send` and `fi_senddata` (`data`): one buffer, with the handle's default
-    /// transmit flags.
-    ///
-    /// # Safety
-    /// `buf` is readable for `len` bytes until the send completes (the caller's contract
-    /// for `fi_send`).
-    #[inline]
-    unsafe fn send_one(
-        &self,
-        buf: *const u8,
-        len: usize,
-        dest: u64,
-        context: usize,
-        data: Option<u64>,
-    ) -> Result<()> {
-        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
-        let f = self.op_flags.tx();
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { self.inner.send_common(&iov, dest, context, data, f, false) }
-    }
-
-    /// `fi_inject` and `fi_injectdata` (`data`): one buffer, copied before the call
-    /// returns, no completion.
-    ///
-    /// # Safety
-    /// `buf` is readable for `len` bytes during the call.
-    #[inline]
-    unsafe fn inject_one(
-        &self,
-        buf: *const u8,
-        len: usize,
-        dest: u64,
-        data: Option<u64>,
-    ) -> Result<()> {
-        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
-        // SAFETY: the caller's contract, forwarded.
-        unsafe {
-            self.inner
-                .send_common(&iov, dest, 0, data, OpFlags::empty(), true)
-        }
     }
 }

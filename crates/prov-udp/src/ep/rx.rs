@@ -29,9 +29,14 @@ struct Arrival<'a> {
 }
 
 impl EpInner {
-    /// Queue a receive.
-    pub(super) fn post_recv(&self, iov: UserIov, context: usize, flags: OpFlags) -> Result<()> {
-        self.active()?;
+    /// Queue a receive (on an enabled endpoint: `_active`).
+    pub(super) fn post_recv(
+        &self,
+        _active: &Active,
+        iov: UserIov,
+        context: usize,
+        flags: OpFlags,
+    ) -> Result<()> {
         let multi = flags.contains(OpFlags::MULTI_RECV);
         if multi && iov.n != 1 {
             return Err(Error::new(

@@ -1,6 +1,6 @@
-//! The send path: every send flavour ends in `EpInner::send_common`, one datagram
-//! handed to the kernel (`sendto` of a stack copy for small payloads, `sendmsg` of the
-//! application's vector otherwise).
+//! The send path: every send call (kit's `SendRequest`, see `datapath`) ends in
+//! `EpInner::send_common`, one datagram handed to the kernel (`sendto` of a stack copy
+//! for small payloads, `sendmsg` of the application's vector otherwise).
 //!
 //! Invariants: the send's completion is pushed into a CQ slot reserved before the
 //! datagram leaves (so a full CQ is `FI_EAGAIN` and nothing was sent); the bindings are
@@ -9,13 +9,14 @@
 use super::*;
 
 impl EpInner {
-    /// Send one datagram (every send flavour ends here).
+    /// Send one datagram (every send call ends here).
     ///
     /// # Safety
     /// The buffers of `iov` are valid for reading during the call.
-    #[inline]
+    #[allow(clippy::too_many_arguments)] // the parts of one send, as kit's request has them
     pub(super) unsafe fn send_common(
         &self,
+        active: &Active,
         iov: &UserIov,
         dest: u64,
         context: usize,
@@ -23,7 +24,6 @@ impl EpInner {
         flags: OpFlags,
         inject: bool,
     ) -> Result<()> {
-        let active = self.active()?;
         if iov.total > MAX_MSG_SIZE {
             return Err(code(Errno::EMSGSIZE));
         }
