@@ -352,7 +352,7 @@ pub fn connect_pair_with(reg: &Registry, info: Info) -> Pair {
 pub fn send_changing_the_source(p: &Pair, n: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let null = std::ptr::null_mut();
     let (c, s) = (&p.client, &p.server);
-    let mut src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+    let mut src = ofi_conformance::fixture::pattern(n, 3);
     let orig = src.clone();
     // SAFETY: the buffer outlives the operation (its completion is awaited).
     unsafe { c.ep.send(src.as_ptr(), n, null, 0, 1).unwrap() };
