@@ -11,11 +11,12 @@ use ofi::ep::{Endpoint, PassiveEndpoint};
 use ofi::eq::{EqAttr, EqErrorEntry, Event, EventQueue};
 use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{
     AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, Progress,
     API_VERSION,
 };
+use ofi_conformance::plugin::linked_registry;
 
 /// Every wait is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(3);
@@ -35,10 +36,7 @@ pub fn tcp_starts() -> bool {
 
 /// A registry holding the provider, linked in.
 pub fn registry() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>()],
-        ..RegistryConfig::default()
-    })
+    linked_registry(&[ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>()])
 }
 
 /// getinfo for FI_EP_MSG with `caps` on loopback (IPv6 with `v6`), manual data
