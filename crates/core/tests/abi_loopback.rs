@@ -678,6 +678,8 @@ fn info(h: &ProviderHandle) -> Info {
     out.infos.into_iter().next().expect("one info")
 }
 
+/// The provider opened, and a fabric, domain, CQ, AV and enabled endpoint of it, the
+/// endpoint's own address inserted (`me`). Fields drop in order: the provider last.
 struct Rig {
     fabric: ofi_core::fabric::Fabric,
     domain: ofi_core::domain::Domain,
@@ -685,10 +687,19 @@ struct Rig {
     av: ofi_core::av::AddressVector,
     ep: ofi_core::ep::Endpoint,
     me: u64,
+    /// What the objects were opened with.
+    info: Info,
+    provider: ProviderHandle,
 }
 
-fn rig(h: &ProviderHandle) -> Rig {
-    let info = info(h);
+/// A [`Rig`] of the provider [`handle`] opens.
+fn rig() -> Rig {
+    rig_of(handle())
+}
+
+/// A [`Rig`] of the provider `h`.
+fn rig_of(h: ProviderHandle) -> Rig {
+    let info = info(&h);
     let fabric = h.open_fabric(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
     let cq = domain.cq_open(&CqAttr::with_format(CqFormat::Msg)).unwrap();
@@ -708,6 +719,8 @@ fn rig(h: &ProviderHandle) -> Rig {
         av,
         ep,
         me,
+        info,
+        provider: h,
     }
 }
 
@@ -789,8 +802,7 @@ fn getinfo_error_crosses_the_boundary() {
 fn parameters_go_through_the_host_table() {
     // The provider declared `knob` (default 7) through its Host and read it back;
     // getopt 99 reports it.
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let mut v = [0u8; 8];
     assert_eq!(r.ep.getopt(0, 99, &mut v).unwrap(), 8);
     assert_eq!(i64::from_ne_bytes(v), 7);
@@ -807,8 +819,7 @@ fn parameters_go_through_the_host_table() {
 
 #[test]
 fn send_to_itself_and_read_the_completions() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let (got, comps) = loop_once(&r, b"hello, loop");
     assert_eq!(got, b"hello, loop");
     assert_eq!(comps.len(), 2);
@@ -862,8 +873,7 @@ fn addr_of_ep(r: &Rig) -> Address {
 
 #[test]
 fn cq_checks_the_entry_format() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     assert_eq!(r.cq.format(), CqFormat::Msg);
     let mut wrong = [CqEntry::default(); 2];
     let e = r.cq.read(&mut wrong).unwrap_err();
@@ -876,8 +886,7 @@ fn cq_checks_the_entry_format() {
 
 #[test]
 fn unimplemented_operations_are_enosys() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let b = [0u8; 4];
     // SAFETY: ENOSYS paths touch nothing.
     let e = unsafe { r.ep.tsend(b.as_ptr(), 4, std::ptr::null_mut(), r.me, 1, 0) }.unwrap_err();
@@ -887,10 +896,10 @@ fn unimplemented_operations_are_enosys() {
         Errno::ENOSYS
     );
     assert_eq!(
-        r.fabric.passive_ep(&info(&h)).unwrap_err().code(),
+        r.fabric.passive_ep(&r.info).unwrap_err().code(),
         Errno::ENOSYS
     );
-    let e = r.domain.scalable_ep(&info(&h)).unwrap_err();
+    let e = r.domain.scalable_ep(&r.info).unwrap_err();
     assert_eq!(e.code(), Errno::ENOSYS);
     assert_eq!(e.message(), "scalable endpoints are not supported");
     assert_eq!(
@@ -923,8 +932,7 @@ fn control_errors_carry_the_providers_message() {
 
 #[test]
 fn a_panicking_slot_returns_eother_and_the_process_lives() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let e = r.ep.injectdata(b"x", 1, r.me).unwrap_err();
     assert_eq!(e.code(), Errno::EOTHER);
     let e = r.ep.setopt(0, 1, &[1]).unwrap_err();
@@ -936,8 +944,7 @@ fn a_panicking_slot_returns_eother_and_the_process_lives() {
 
 #[test]
 fn close_is_ebusy_while_children_or_bindings_remain() {
-    let h = handle();
-    let mut r = rig(&h);
+    let mut r = rig();
     let e = r.domain.close().unwrap_err();
     assert_eq!(e.code(), Errno::EBUSY);
     let e = r.fabric.close().unwrap_err();
@@ -966,7 +973,6 @@ fn close_is_ebusy_while_children_or_bindings_remain() {
 
 #[test]
 fn dropping_parents_first_is_safe() {
-    let h = handle();
     let Rig {
         fabric,
         domain,
@@ -974,8 +980,10 @@ fn dropping_parents_first_is_safe() {
         av,
         ep,
         me,
-    } = rig(&h);
-    drop(h);
+        info: _,
+        provider,
+    } = rig();
+    drop(provider);
     drop(fabric);
     drop(domain);
     drop(av);
@@ -1013,8 +1021,7 @@ fn h_other() -> ProviderHandle {
 
 #[test]
 fn binding_an_object_of_another_provider_is_einval() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let o = h_other();
     let oi = info(&o);
     let ofab = o.open_fabric(&oi).unwrap();
@@ -1041,8 +1048,7 @@ fn readerr_into(cq: &ofi_core::cq::CompletionQueue, buf: &mut [u8]) -> CqErrEntr
 
 #[test]
 fn cq_readerr_copies_error_data_into_the_callers_buffer() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let cq = r.domain.cq_open(&CqAttr::default()).unwrap();
     // Room for all of it: copied, size set to the copied length.
     let mut buf = [0xAAu8; 64];
@@ -1067,8 +1073,7 @@ fn cq_readerr_copies_error_data_into_the_callers_buffer() {
 
 #[test]
 fn cq_readerr_without_a_buffer_points_into_the_provider() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let cq = r.domain.cq_open(&CqAttr::default()).unwrap();
     let mut e = CqErrEntry::default();
     cq.readerr(&mut e, 0).unwrap();
@@ -1098,8 +1103,7 @@ fn cq_readerr_without_a_buffer_points_into_the_provider() {
 
 #[test]
 fn cq_readerr_owned_and_strerror_get_the_bytes() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let cq = r.domain.cq_open(&CqAttr::default()).unwrap();
     let e = cq.readerr_owned(0).unwrap();
     assert_eq!(
@@ -1127,8 +1131,7 @@ fn cq_readerr_owned_and_strerror_get_the_bytes() {
 
 #[test]
 fn eq_strerror_gets_the_error_data() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let eq = r.fabric.eq_open(&EqAttr::default()).unwrap();
     let e = eq.readerr().unwrap();
     assert_eq!((e.context, e.err, e.prov_errno), (7, Errno::EIO, 107));
@@ -1142,10 +1145,9 @@ fn eq_strerror_gets_the_error_data() {
 
 #[test]
 fn cm_event_with_info_crosses_the_eq() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let eq = r.fabric.eq_open(&EqAttr::default()).unwrap();
-    let ep2 = r.domain.endpoint_with(&info(&h), 0x77, 0).unwrap();
+    let ep2 = r.domain.endpoint_with(&r.info, 0x77, 0).unwrap();
     ep2.bind_eq(&eq).unwrap();
     assert_eq!(eq.read().unwrap_err().code(), Errno::EAGAIN);
     ep2.connect(b"peer", b"hello-cm").unwrap();
@@ -1172,8 +1174,7 @@ fn cm_event_with_info_crosses_the_eq() {
 
 #[test]
 fn counters_and_memory_regions() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let c = r.domain.cntr_open(&CntrAttr::default()).unwrap();
     r.ep.bind_cntr(&c, OpFlags::SEND).unwrap();
     assert_eq!(c.read().unwrap(), 0);
@@ -1287,6 +1288,6 @@ fn the_exported_static_is_the_same_entry() {
     // SAFETY: a static of this test binary.
     let h = unsafe { ProviderHandle::init(e, None) }.unwrap();
     assert_eq!(h.name(), "looptest");
-    let r = rig(&h);
+    let r = rig_of(h);
     assert_eq!(loop_once(&r, b"via the export").0, b"via the export");
 }

@@ -319,16 +319,22 @@ fn info(h: &ProviderHandle) -> Info {
     out.infos.into_iter().next().expect("one info")
 }
 
+/// The provider opened, and a fabric, domain, CQ, counter and enabled endpoint of it
+/// (fields drop in order: the provider's handle last).
 struct Rig {
     fabric: ofi_core::fabric::Fabric,
     domain: ofi_core::domain::Domain,
     cq: CompletionQueue,
     cntr: ofi_core::cntr::Counter,
     ep: ofi_core::ep::Endpoint,
+    /// What the objects were opened with.
+    info: Info,
+    _provider: ProviderHandle,
 }
 
-fn rig_with(h: &ProviderHandle, cq_size: usize, progress: ofi_core::Progress) -> Rig {
-    let mut info = info(h);
+fn rig_with(cq_size: usize, progress: ofi_core::Progress) -> Rig {
+    let h = handle();
+    let mut info = info(&h);
     info.domain_attr.data_progress = progress;
     let fabric = h.open_fabric(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
@@ -356,11 +362,13 @@ fn rig_with(h: &ProviderHandle, cq_size: usize, progress: ofi_core::Progress) ->
         cq,
         cntr,
         ep,
+        info,
+        _provider: h,
     }
 }
 
-fn rig(h: &ProviderHandle) -> Rig {
-    rig_with(h, 8, ofi_core::Progress::Manual)
+fn rig() -> Rig {
+    rig_with(8, ofi_core::Progress::Manual)
 }
 
 static PAYLOAD: [u8; 16] = [7; 16];
@@ -393,8 +401,7 @@ fn err_entry_into(buf: &mut [u8]) -> CqErrEntry {
 
 #[test]
 fn cq_reads_through_the_wrapper_drive_progress() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     assert_eq!(r.domain.provider(), "kittest");
     let mut buf = [CqMsgEntry::default(); 4];
     assert_eq!(r.cq.read(&mut buf).unwrap_err().code(), Errno::EAGAIN);
@@ -426,8 +433,7 @@ fn cq_reads_through_the_wrapper_drive_progress() {
 
 #[test]
 fn error_completions_cross_with_eavail_and_err_data() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     send(&r, 1, 20).unwrap();
     send(&r, BAD_DEST, 21).unwrap();
     send(&r, 1, 22).unwrap();
@@ -457,8 +463,7 @@ fn error_completions_cross_with_eavail_and_err_data() {
 
 #[test]
 fn kit_cq_error_data_reaches_the_callers_buffer() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     send(&r, BAD_DEST, 31).unwrap();
     send(&r, BAD_DEST, 32).unwrap();
     send(&r, BAD_DEST, 33).unwrap();
@@ -490,8 +495,7 @@ fn kit_cq_error_data_reaches_the_callers_buffer() {
 
 #[test]
 fn resource_management_gives_eagain_when_the_cq_is_full() {
-    let h = handle();
-    let r = rig_with(&h, 2, ofi_core::Progress::Manual);
+    let r = rig_with(2, ofi_core::Progress::Manual);
     send(&r, 1, 1).unwrap();
     send(&r, 1, 2).unwrap();
     assert_eq!(send(&r, 1, 3).unwrap_err().code(), Errno::EAGAIN);
@@ -504,8 +508,7 @@ fn resource_management_gives_eagain_when_the_cq_is_full() {
 
 #[test]
 fn sread_times_out_is_woken_and_signalled() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let mut buf = [CqMsgEntry::default(); 2];
     let t = Instant::now();
     assert_eq!(r.cq.sread(&mut buf, 50).unwrap_err().code(), Errno::EAGAIN);
@@ -536,8 +539,7 @@ fn sread_times_out_is_woken_and_signalled() {
 
 #[test]
 fn counters_through_the_wrapper() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     assert_eq!(r.cntr.read().unwrap(), 0);
     r.ep.inject(&PAYLOAD, 1).unwrap();
     // Only progress counts the inject; the read drives it.
@@ -560,8 +562,7 @@ fn counters_through_the_wrapper() {
 
 #[test]
 fn event_queue_through_the_wrapper() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let eq = r
         .fabric
         .eq_open(&EqAttr {
@@ -600,8 +601,7 @@ fn event_queue_through_the_wrapper() {
 
 #[test]
 fn trywait_and_wait_sets_through_the_wrapper() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     r.fabric.trywait(&[&r.cq, &r.cntr]).unwrap();
     send(&r, 1, 50).unwrap();
     // trywait drives progress: the completion appears, so blocking is not safe.
@@ -640,13 +640,11 @@ fn trywait_and_wait_sets_through_the_wrapper() {
 
 #[test]
 fn auto_progress_domain_completes_without_help() {
-    let h = handle();
-    let r = rig_with(&h, 8, ofi_core::Progress::Auto);
+    let r = rig_with(8, ofi_core::Progress::Auto);
     // A second endpoint, watched through its context, never called by the test: only
     // the domain's progress thread can drive it.
     const CTX: usize = 0xA070;
-    let i = info(&h);
-    let ep2 = r.domain.endpoint_with(&i, CTX, 0).unwrap();
+    let ep2 = r.domain.endpoint_with(&r.info, CTX, 0).unwrap();
     let rounds = rounds_of(CTX);
     let end = Instant::now() + Duration::from_secs(5);
     while rounds.load(Ordering::SeqCst) < 3 && Instant::now() < end {
@@ -663,8 +661,7 @@ fn auto_progress_domain_completes_without_help() {
 
 #[test]
 fn wait_objects_the_kit_refuses_at_open() {
-    let h = handle();
-    let r = rig(&h);
+    let r = rig();
     let e = r
         .domain
         .cq_open(&CqAttr {

@@ -160,7 +160,9 @@ struct Side {
     _domain: Domain,
     _fabric: Fabric,
     addr: String,
-    max_msg_size: usize,
+    /// The largest message of the run: `--max-size`, capped by the provider's
+    /// `max_msg_size`.
+    max_size: usize,
     plugin: Option<PathBuf>,
 }
 
@@ -231,7 +233,10 @@ fn open(o: &Opts) -> Result<Side, String> {
         _domain: domain,
         _fabric: fabric,
         addr,
-        max_msg_size: info.ep_attr.max_msg_size,
+        max_size: o
+            .max_size
+            .unwrap_or(info.ep_attr.max_msg_size)
+            .min(info.ep_attr.max_msg_size),
         plugin,
     })
 }
@@ -373,10 +378,7 @@ fn next_line(rx: &Receiver<String>, deadline: Instant) -> Result<String, String>
 fn parent(o: &Opts) -> Result<(), String> {
     let deadline = Instant::now() + o.timeout;
     let side = open(o)?;
-    let max = o
-        .max_size
-        .unwrap_or(side.max_msg_size)
-        .min(side.max_msg_size);
+    let max = side.max_size;
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut child = Command::new(exe)
         .args(child_args(o, max))
@@ -477,10 +479,7 @@ fn run_parent(
 fn child(o: &Opts) -> Result<(), String> {
     let deadline = Instant::now() + o.timeout;
     let side = open(o)?;
-    let max = o
-        .max_size
-        .unwrap_or(side.max_msg_size)
-        .min(side.max_msg_size);
+    let max = side.max_size;
     let mut out = std::io::stdout().lock();
     writeln!(out, "ADDR {}", side.addr)
         .and_then(|_| out.flush())

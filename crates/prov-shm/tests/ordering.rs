@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use ofi::{AddrFormat, AtomicOp, Caps, Datatype, Errno, OpFlags};
+use ofi_conformance::fixture::pattern;
 use ofi_conformance::node::{pair_of, poll, rdm_info, Node};
 
 const BOUND: Duration = Duration::from_secs(20);
@@ -21,12 +22,6 @@ const BOUND: Duration = Duration::from_secs(20);
 /// CMA threshold: the write streams, and needs the target to free chunks to finish.
 const STREAMED: usize = 2 << 20;
 const KEY: u64 = 0x5157;
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
 
 /// An initiator `a` and a target `b` (shm linked into `ofi`), `b` at `dest` in `a`'s
 /// AV, with a `STREAMED`-byte region of zeros registered under [`KEY`].

@@ -12,7 +12,7 @@ use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
 use ofi::cq::CompletionQueue;
 use ofi::registry::Registry;
 use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
-use ofi_conformance::fixture::{first_info, iov_of, post_recv, send, sendmsg};
+use ofi_conformance::fixture::{first_info, iov_of, pattern, post_recv, send, sendmsg};
 use ofi_conformance::node::{endpoint_in, wait_for, Node};
 use ofi_conformance::pair::poll;
 use ofi_testkit::child::{hear, played_child, say, ChildProc};
@@ -63,12 +63,6 @@ fn wait_ok(cq: &CompletionQueue, what: &str) -> CqTaggedEntry {
         Ok(e) => e,
         Err(ee) => panic!("{what}: error completion {}", Errno(ee.err)),
     }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| ((i * 7 + i / 251) as u8).wrapping_add(seed))
-        .collect()
 }
 
 fn our_files(pid: u32) -> Vec<String> {

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use ofi::abi::raw::MsgTagged;
 use ofi::{Caps, Errno, OpFlags};
-use ofi_conformance::fixture::iov_of;
+use ofi_conformance::fixture::{iov_of, pattern};
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
 
@@ -113,7 +113,7 @@ fn large_messages_both_ways() {
     let p = connect_pair(false, Caps::MSG);
     let (c, s) = (&p.client, &p.server);
     let n = 8 << 20;
-    let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+    let src = pattern(n, 3);
     let mut dst = vec![0u8; n];
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { s.ep.recv(dst.as_mut_ptr(), n, NULL, 0, 1).unwrap() };
@@ -233,7 +233,7 @@ fn receive_posted_during_an_unexpected_transfer() {
     let p = connect_pair(false, Caps::MSG);
     let (c, s) = (&p.client, &p.server);
     let n = 16 << 20;
-    let src: Vec<u8> = (0..n).map(|i| (i * 13 + 1) as u8).collect();
+    let src = pattern(n, 1);
     // SAFETY: the buffer outlives the operation (its completion is awaited).
     unsafe { c.ep.send(src.as_ptr(), n, NULL, 0, 1).unwrap() };
     // One progress round on the server: the header and part of the payload arrive.

@@ -15,8 +15,8 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::eq::EqAttr;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Address, Caps, CqFormat, EqEvent, Errno, Info, OpFlags, API_VERSION};
+use ofi_conformance::plugin::linked_registry;
 use ofi_prov_udp::UdpProvider;
 
 fn free_port() -> u16 {
@@ -62,10 +62,7 @@ fn join_send_receive_leave_on_loopback() {
     // Receive buffers first: they outlive every endpoint below.
     let mut buf = [0u8; 32];
     let mut buf2 = [0u8; 32];
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    });
+    let reg = linked_registry(&[ofi::abi::entry_for::<UdpProvider>()]);
     let mut h = Info::hints().with_caps(Caps::MSG | Caps::MULTICAST);
     h.addr_format = AddrFormat::SOCKADDR_IN;
     h.fabric_attr.prov_name = Some("udp".into());

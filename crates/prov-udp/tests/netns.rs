@@ -26,8 +26,9 @@ use ofi::abi::raw::CqDataEntry;
 use ofi::av::AddressVector;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::ep::Endpoint;
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{AddrFormat, Address, Caps, CqFormat, Info, ADDR_NOTAVAIL};
+use ofi_conformance::plugin::linked_registry;
 use ofi_prov_udp::UdpProvider;
 use ofi_testkit::netns::NetPair;
 
@@ -38,10 +39,7 @@ const SERVER_ENV: &str = "OFI_UDP_TEST_NETNS_SERVER";
 const WAIT: Duration = Duration::from_secs(5);
 
 fn registry() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    })
+    linked_registry(&[ofi::abi::entry_for::<UdpProvider>()])
 }
 
 /// The udp info for `src` (an IPv4 address to bind; port 0: any; `None`: getinfo's

@@ -17,12 +17,13 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{
     AddrFormat, Address, Caps, CqFormat, Errno, GetinfoFlags, Info, OpFlags, Progress, WaitObj,
     ADDR_NOTAVAIL, API_VERSION,
 };
 use ofi_conformance::fixture;
+use ofi_conformance::plugin::linked_registry;
 use ofi_prov_udp::ep::{FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV};
 use ofi_prov_udp::{UdpProvider, MAX_MSG_SIZE};
 
@@ -30,12 +31,7 @@ const WAIT: Duration = Duration::from_secs(2);
 
 fn registry() -> &'static Registry {
     static R: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
-    R.get_or_init(|| {
-        Registry::build(RegistryConfig {
-            builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-            ..RegistryConfig::default()
-        })
-    })
+    R.get_or_init(|| linked_registry(&[ofi::abi::entry_for::<UdpProvider>()]))
 }
 
 fn info_with(format: AddrFormat, caps: Caps, progress: Progress) -> Info {

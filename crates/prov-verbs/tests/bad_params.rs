@@ -1,15 +1,12 @@
 //! A parameter out of range keeps the provider out with one reason naming the variable
 //! and its value (its own test binary: it sets process-wide environment variables).
 
-use ofi::registry::{Registry, RegistryConfig};
+use ofi_conformance::plugin::linked_registry;
 
 fn report_with(var: &str, value: &str) -> Vec<String> {
     std::env::set_var("FI_VERBS_DEVICE", "soft");
     std::env::set_var(var, value);
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()],
-        ..RegistryConfig::default()
-    });
+    let reg = linked_registry(&[ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()]);
     std::env::remove_var(var);
     assert!(reg.providers().is_empty(), "{var}={value} was accepted");
     reg.load_report().iter().map(|r| r.to_string()).collect()

@@ -202,119 +202,65 @@ fn efadv_layouts() -> Vec<Layout> {
     ]
 }
 
+/// Pushes onto `$v`, for each `$prefix $Enum [C names…]`, the C name `$prefix` + name
+/// with the value of the variant at the same place in `$Enum::ALL`: the names are in the
+/// enum's declaration order, and there is one for every variant.
+macro_rules! enum_values {
+    ($v:ident; $($prefix:literal $Enum:ident [$($name:literal),* $(,)?])*) => {$(
+        let names: &[&str] = &[$($name),*];
+        assert_eq!(names.len(), $Enum::ALL.len(), "the C names of {}", stringify!($Enum));
+        for (n, s) in names.iter().zip($Enum::ALL) {
+            $v.push((format!(concat!($prefix, "{}"), n), *s as u64));
+        }
+    )*};
+}
+
+/// Pushes onto `$v`, for each `$prefix $Flags`, every named flag of the bit set with the
+/// C name `$prefix` + its name.
+macro_rules! flag_values {
+    ($v:ident; $($prefix:literal $Flags:ident)*) => {$(
+        for (n, f) in $Flags::all().iter_names() {
+            $v.push((format!(concat!($prefix, "{}"), n), f.bits().into()));
+        }
+    )*};
+}
+
 /// Every enum and flag value of the interface with its C name.
 fn values() -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = Vec::new();
-    let wc_status = [
-        "SUCCESS",
-        "LOC_LEN_ERR",
-        "LOC_QP_OP_ERR",
-        "LOC_EEC_OP_ERR",
-        "LOC_PROT_ERR",
-        "WR_FLUSH_ERR",
-        "MW_BIND_ERR",
-        "BAD_RESP_ERR",
-        "LOC_ACCESS_ERR",
-        "REM_INV_REQ_ERR",
-        "REM_ACCESS_ERR",
-        "REM_OP_ERR",
-        "RETRY_EXC_ERR",
-        "RNR_RETRY_EXC_ERR",
-        "LOC_RDD_VIOL_ERR",
-        "REM_INV_RD_REQ_ERR",
-        "REM_ABORT_ERR",
-        "INV_EECN_ERR",
-        "INV_EEC_STATE_ERR",
-        "FATAL_ERR",
-        "RESP_TIMEOUT_ERR",
-        "GENERAL_ERR",
-        "TM_ERR",
-        "TM_RNDV_INCOMPLETE",
-    ];
-    assert_eq!(wc_status.len(), WcStatus::ALL.len());
-    for (n, s) in wc_status.iter().zip(WcStatus::ALL) {
-        v.push((format!("IBV_WC_{n}"), *s as u64));
+    enum_values! { v;
+        "IBV_WC_" WcStatus [
+            "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
+            "WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR",
+            "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR",
+            "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
+            "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR",
+            "GENERAL_ERR", "TM_ERR", "TM_RNDV_INCOMPLETE",
+        ]
+        "IBV_WC_" WcOpcode [
+            "SEND", "RDMA_WRITE", "RDMA_READ", "COMP_SWAP", "FETCH_ADD", "BIND_MW",
+            "LOCAL_INV", "TSO", "RECV", "RECV_RDMA_WITH_IMM",
+        ]
+        "IBV_WR_" WrOpcode [
+            "RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
+            "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD",
+        ]
+        "IBV_QPS_" QpState ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"]
+        "IBV_QPT_" QpType ["RC", "UC", "UD", "DRIVER"]
+        "IBV_MTU_" Mtu ["256", "512", "1024", "2048", "4096"]
+        "IBV_PORT_" PortState ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"]
+        "IBV_EVENT_" EventType [
+            "CQ_ERR", "QP_FATAL", "QP_REQ_ERR", "QP_ACCESS_ERR", "COMM_EST", "SQ_DRAINED",
+            "PATH_MIG", "PATH_MIG_ERR", "DEVICE_FATAL", "PORT_ACTIVE", "PORT_ERR",
+            "LID_CHANGE", "PKEY_CHANGE", "SM_CHANGE", "SRQ_ERR", "SRQ_LIMIT_REACHED",
+            "QP_LAST_WQE_REACHED", "CLIENT_REREGISTER", "GID_CHANGE", "WQ_FATAL",
+        ]
     }
-    let wc_opcode = [
-        "SEND",
-        "RDMA_WRITE",
-        "RDMA_READ",
-        "COMP_SWAP",
-        "FETCH_ADD",
-        "BIND_MW",
-        "LOCAL_INV",
-        "TSO",
-        "RECV",
-        "RECV_RDMA_WITH_IMM",
-    ];
-    for (n, s) in wc_opcode.iter().zip(WcOpcode::ALL) {
-        v.push((format!("IBV_WC_{n}"), *s as u64));
-    }
-    let wr_opcode = [
-        "RDMA_WRITE",
-        "RDMA_WRITE_WITH_IMM",
-        "SEND",
-        "SEND_WITH_IMM",
-        "RDMA_READ",
-        "ATOMIC_CMP_AND_SWP",
-        "ATOMIC_FETCH_AND_ADD",
-    ];
-    for (n, s) in wr_opcode.iter().zip(WrOpcode::ALL) {
-        v.push((format!("IBV_WR_{n}"), *s as u64));
-    }
-    for (n, s) in ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"]
-        .iter()
-        .zip(QpState::ALL)
-    {
-        v.push((format!("IBV_QPS_{n}"), *s as u64));
-    }
-    for (n, s) in ["RC", "UC", "UD"].iter().zip(QpType::ALL) {
-        v.push((format!("IBV_QPT_{n}"), *s as u64));
-    }
-    for (n, s) in ["256", "512", "1024", "2048", "4096"].iter().zip(Mtu::ALL) {
-        v.push((format!("IBV_MTU_{n}"), *s as u64));
-    }
-    let port = ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"];
-    for (n, s) in port.iter().zip(PortState::ALL) {
-        v.push((format!("IBV_PORT_{n}"), *s as u64));
-    }
-    let ev = [
-        "CQ_ERR",
-        "QP_FATAL",
-        "QP_REQ_ERR",
-        "QP_ACCESS_ERR",
-        "COMM_EST",
-        "SQ_DRAINED",
-        "PATH_MIG",
-        "PATH_MIG_ERR",
-        "DEVICE_FATAL",
-        "PORT_ACTIVE",
-        "PORT_ERR",
-        "LID_CHANGE",
-        "PKEY_CHANGE",
-        "SM_CHANGE",
-        "SRQ_ERR",
-        "SRQ_LIMIT_REACHED",
-        "QP_LAST_WQE_REACHED",
-        "CLIENT_REREGISTER",
-        "GID_CHANGE",
-        "WQ_FATAL",
-    ];
-    assert_eq!(ev.len(), EventType::ALL.len());
-    for (n, s) in ev.iter().zip(EventType::ALL) {
-        v.push((format!("IBV_EVENT_{n}"), *s as u64));
-    }
-    for (n, f) in Access::all().iter_names() {
-        v.push((format!("IBV_ACCESS_{n}"), f.bits().into()));
-    }
-    for (n, f) in SendFlags::all().iter_names() {
-        v.push((format!("IBV_SEND_{n}"), f.bits().into()));
-    }
-    for (n, f) in WcFlags::all().iter_names() {
-        v.push((format!("IBV_WC_{n}"), f.bits().into()));
-    }
-    for (n, f) in QpAttrMask::all().iter_names() {
-        v.push((format!("IBV_QP_{n}"), f.bits().into()));
+    flag_values! { v;
+        "IBV_ACCESS_" Access
+        "IBV_SEND_" SendFlags
+        "IBV_WC_" WcFlags
+        "IBV_QP_" QpAttrMask
     }
     // What SRD queue pairs are created with (`ofi_rdma::sys::efadv`).
     v.push(("IBV_QP_INIT_ATTR_PD".into(), IBV_QP_INIT_ATTR_PD.into()));

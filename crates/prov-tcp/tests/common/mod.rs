@@ -11,11 +11,12 @@ use ofi::ep::{Endpoint, PassiveEndpoint};
 use ofi::eq::{EqAttr, EqErrorEntry, Event, EventQueue};
 use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{
     AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, Progress,
     API_VERSION,
 };
+use ofi_conformance::plugin::linked_registry;
 
 /// Every wait is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(3);
@@ -35,10 +36,7 @@ pub fn tcp_starts() -> bool {
 
 /// A registry holding the provider, linked in.
 pub fn registry() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>()],
-        ..RegistryConfig::default()
-    })
+    linked_registry(&[ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>()])
 }
 
 /// getinfo for FI_EP_MSG with `caps` on loopback (IPv6 with `v6`), manual data
@@ -352,7 +350,7 @@ pub fn connect_pair_with(reg: &Registry, info: Info) -> Pair {
 pub fn send_changing_the_source(p: &Pair, n: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let null = std::ptr::null_mut();
     let (c, s) = (&p.client, &p.server);
-    let mut src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+    let mut src = ofi_conformance::fixture::pattern(n, 3);
     let orig = src.clone();
     // SAFETY: the buffer outlives the operation (its completion is awaited).
     unsafe { c.ep.send(src.as_ptr(), n, null, 0, 1).unwrap() };

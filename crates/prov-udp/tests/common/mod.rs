@@ -13,16 +13,14 @@ use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{AddrFormat, Address, Caps, CqFormat, Info, OpFlags, Result, WaitObj, API_VERSION};
+use ofi_conformance::plugin::linked_registry;
 use ofi_prov_udp::UdpProvider;
 
 /// A fresh registry with only the udp provider (which reads its parameters now).
 pub fn registry() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    })
+    linked_registry(&[ofi::abi::entry_for::<UdpProvider>()])
 }
 
 /// getinfo for udp with `caps` (empty: the provider's default).
