@@ -354,27 +354,37 @@ fn await_target(
     }
 }
 
-/// Issue one atomic of kind `k` from side a: `count` elements of `dt` combined by
-/// `op` into offset `off` of `target`, the operands (and compare values) read from
-/// `local` at [`OPERANDS`] (and [`COMPARES`]), the fetched old values written to `local`
-/// at [`RESULTS`].
+/// What one atomic call does: its kind, and `count` elements of `dt` combined by `op`.
+#[derive(Clone, Copy)]
+struct AtomicCall {
+    kind: AtomicKind,
+    dt: Datatype,
+    op: AtomicOp,
+    count: usize,
+}
+
+/// Issue `call` from side a into offset `off` of `target`, the operands (and compare
+/// values) read from `local` at [`OPERANDS`] (and [`COMPARES`]), the fetched old values
+/// written to `local` at [`RESULTS`].
 ///
 /// # Safety
 ///
 /// `local` lives (and its areas stay untouched) until the operation's completion has
 /// been read.
-#[allow(clippy::too_many_arguments)]
 unsafe fn issue_atomic(
     p: &Pair,
-    k: AtomicKind,
+    call: AtomicCall,
     local: &Region,
     target: &Region,
     off: usize,
-    dt: Datatype,
-    op: AtomicOp,
-    count: usize,
     ctx: usize,
 ) -> ofi::Result<()> {
+    let AtomicCall {
+        kind: k,
+        dt,
+        op,
+        count,
+    } = call;
     let (ep, peer) = (&p.a.ep, p.a.peer);
     let (addr, key, desc) = (target.addr + off as u64, target.mr.key(), local.mr.desc());
     let l = local.ptr;
@@ -449,7 +459,13 @@ pub fn atomic_ops_match_reference(s: &Subject) {
                             let ctx = 0x10_0000 + slot;
                             // SAFETY: `local` lives until the completion is read below.
                             let r = unsafe {
-                                issue_atomic(&p, k, &local, &target, off, dt, op, count, ctx)
+                                let call = AtomicCall {
+                                    kind: k,
+                                    dt,
+                                    op,
+                                    count,
+                                };
+                                issue_atomic(&p, call, &local, &target, off, ctx)
                             };
                             r.unwrap_or_else(|e| panic!("{what}: {e} ({})", e.code()));
                             let c = p.wait_ok(0, &what);

@@ -113,24 +113,22 @@ impl Region {
         }
     }
 
-    /// [`Region::rma`] of this region's first `len` bytes to / from offset `off` of
-    /// `target`, then its completion at side a, read and checked: context `ctx`, flags
-    /// `FI_RMA` with `FI_WRITE` / `FI_READ`. Panics (naming `what`) when the call fails
-    /// or the completion differs.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Region::rma`] between the bytes `span` of `target` and as many bytes at the
+    /// start of this region, then its completion at side a, read and checked: context
+    /// `ctx`, flags `FI_RMA` with `FI_WRITE` / `FI_READ`. Panics (naming `what`) when the
+    /// call fails or the completion differs.
     pub fn rma_done(
         &self,
         p: &Pair,
         dir: Rma,
         target: &Region,
-        off: u64,
-        len: usize,
+        span: std::ops::Range<usize>,
         ctx: usize,
         what: &str,
     ) {
-        let (addr, key) = (target.addr + off, target.mr.key());
+        let (addr, key) = (target.addr + span.start as u64, target.mr.key());
         // SAFETY: the completion is read below, while `self` is borrowed.
-        unsafe { self.rma(p, dir, len, addr, key, ctx) }
+        unsafe { self.rma(p, dir, span.len(), addr, key, ctx) }
             .unwrap_or_else(|e| panic!("{what}: {e} ({})", e.code()));
         let c = p.wait_ok_ctx(0, ctx, what);
         assert_flags(&c, OpFlags::RMA | dir.flag(), what);
@@ -270,12 +268,12 @@ pub fn rma_write_read_sizes(s: &Subject) {
             let data = pattern(len, 10 + i as u8);
             local.set(0, &data);
             let what = format!("fi_write of {len} bytes");
-            local.rma_done(&p, Rma::Write, &target, 0, len, 0x100 + i, &what);
+            local.rma_done(&p, Rma::Write, &target, 0..len, 0x100 + i, &what);
             await_bytes(&p, &target, 0, &data, &what);
             let back = pattern(len, 200 - i as u8);
             target.set(0, &back);
             let what = format!("fi_read of {len} bytes");
-            local.rma_done(&p, Rma::Read, &target, 0, len, 0x200 + i, &what);
+            local.rma_done(&p, Rma::Read, &target, 0..len, 0x200 + i, &what);
             assert!(
                 local.bytes()[..len] == back[..],
                 "fi_read of {len} bytes: wrong data"

@@ -55,17 +55,7 @@ impl DataPath for Endpoint {
         let iov = UserIov::from_list(&req.iov)?;
         // SAFETY: kit built `req` from a send call, whose C contract keeps the buffers
         // readable during the call (until completion, and udp is done on return).
-        unsafe {
-            self.inner.send_common(
-                active,
-                &iov,
-                req.dest,
-                req.context,
-                req.data,
-                req.flags,
-                req.inject,
-            )
-        }
+        unsafe { self.inner.send_common(active, &iov, &req) }
     }
 
     #[inline(always)]

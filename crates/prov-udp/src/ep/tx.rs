@@ -7,32 +7,29 @@
 //! read from the frozen [`Active`] without a lock. Nothing here panics.
 
 use super::*;
+use ofi_kit::request::SendRequest;
 
 impl EpInner {
-    /// Send one datagram (every send call ends here).
+    /// Send one datagram (every send call ends here): `req`'s payload, in the kernel's
+    /// form `iov`, to `req.dest`.
     ///
     /// # Safety
     /// The buffers of `iov` are valid for reading during the call.
-    #[allow(clippy::too_many_arguments)] // the parts of one send, as kit's request has them
     pub(super) unsafe fn send_common(
         &self,
         active: &Active,
         iov: &UserIov,
-        dest: u64,
-        context: usize,
-        data: Option<u64>,
-        flags: OpFlags,
-        inject: bool,
+        req: &SendRequest,
     ) -> Result<()> {
         if iov.total > MAX_MSG_SIZE {
             return Err(code(Errno::EMSGSIZE));
         }
-        let dst = active.av.with_entry(dest, |e| e.peer.addr)?;
+        let dst = active.av.with_entry(req.dest, |e| e.peer.addr)?;
         let reservation = match &active.tx_cq {
-            Some(c) if !inject && c.wants(flags) => Some(c.cq.reserve()?),
+            Some(c) if !req.inject && c.wants(req.flags) => Some(c.cq.reserve()?),
             _ => None,
         };
-        let hdr = Header::new(data).encode();
+        let hdr = Header::new(req.data).encode();
         let (sock, to) = match active.peers.for_dst(&active.sock, &dst, || {
             // Waiters asleep on the endpoint's sockets must add the new one.
             self.engine.kick();
@@ -85,7 +82,7 @@ impl EpInner {
         }
         if let Some(r) = reservation {
             let e = CqTaggedEntry {
-                op_context: context,
+                op_context: req.context,
                 flags: SEND_FLAGS,
                 len: 0,
                 buf: std::ptr::null_mut(),
