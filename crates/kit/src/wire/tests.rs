@@ -1,6 +1,5 @@
 //! Tests of the wire-format convention: the macro's views in both byte orders, the
-//! length check, byte arrays, the shared remote buffer, and the error's text and
-//! mapping.
+//! length check, byte arrays, and the error's text and mapping.
 
 use super::*;
 
@@ -327,30 +326,4 @@ fn repr_wrappers_go_through_parse_and_emit() {
         Err(WireError::Truncated { need: 10, have: 9 })
     );
     assert_eq!(Be::from_bytes(&[0; 10]), Err(WireError::Malformed("magic")));
-}
-
-/// A remote buffer: three little-endian `u64`s (address, length, key), any value
-/// valid, fewer than 24 bytes refused.
-#[test]
-fn rma_iov_is_three_little_endian_words() {
-    let r = RmaIov {
-        addr: 1,
-        len: 2 << 8,
-        key: 3 << 16,
-    };
-    let mut want = [0u8; RMA_IOV_LEN];
-    want[0] = 1;
-    want[9] = 2;
-    want[18] = 3;
-    assert_eq!(r.bytes(), want);
-    assert_eq!(RmaIov::from_bytes(&want), Ok(r));
-    let any = [0xa5u8; RMA_IOV_LEN + 1];
-    assert_eq!(
-        RmaIov::from_bytes(&any).map(|r| r.key),
-        Ok(0xa5a5_a5a5_a5a5_a5a5)
-    );
-    assert_eq!(
-        RmaIov::from_bytes(&want[..23]),
-        Err(WireError::Truncated { need: 24, have: 23 })
-    );
 }
