@@ -31,7 +31,8 @@ crate::wire_header! {
     repr: RmaIov;
 }
 
-/// A remote buffer (`struct fi_rma_iov`), parsed.
+/// A remote buffer (`struct fi_rma_iov`) as read from or written to the wire (the C
+/// struct itself, as applications pass it, is `ofi_core::abi::raw::RmaIov`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RmaIov {
     /// Remote address (virtual address or offset, per the target's `mr_mode`).
