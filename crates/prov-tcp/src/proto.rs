@@ -2,7 +2,7 @@
 //!
 //! Everything is little-endian. Written in kit's wire convention
 //! ([`ofi_kit::wire`]): each fixed header is declared once with named field ranges
-//! ([`hdr_field`], [`rma_field`], [`cm_field`]) and read through a checked view
+//! ([`hdr_field`], [`rma_iov_field`], [`cm_field`]) and read through a checked view
 //! ([`HdrView`], [`RmaIovView`], [`CmView`]); the parsed forms ([`Hdr`], [`RmaIov`],
 //! [`CmHdr`]) validate in `parse` and write every field in `emit`. Every parse error
 //! is kit's [`WireError`], which the endpoint turns into `FI_EPROTO` at the edge (or
@@ -67,19 +67,20 @@
 //! # Invariants
 //!
 //! Parsing never panics and never trusts a length: every field is checked against the
-//! limits here ([`Hdr::parse`], [`CmHdr::parse`], [`RmaIov::parse`]); the payload
+//! limits here ([`Hdr::parse`], [`CmHdr::parse`], [`RmaIov::from_bytes`]); the payload
 //! length is checked against the receiver's `max_msg_size` by the endpoint. Nothing in
 //! this module panics (fuzzed by `fuzz/fuzz_targets/proto.rs` and an inline test).
 
 use ofi_kit::wire::WireError;
 use ofi_kit::{wire_enum, wire_header};
 
+/// The remote iovs after a header: kit's remote buffer, 24 bytes (`addr`, `len`, `key`).
+pub use ofi_kit::wire::{rma_iov_field, RmaIov, RmaIovView, RMA_IOV_LEN};
+
 /// Version of the operation header and the CM messages.
 pub const PROTO_VERSION: u8 = 2;
 /// Bytes of an operation header.
 pub const HDR_LEN: usize = 40;
-/// Bytes of one remote iov.
-pub const RMA_IOV_LEN: usize = 24;
 /// Most remote iovs one operation carries.
 pub const RMA_IOV_LIMIT: usize = 4;
 /// The largest header block: header plus the most remote iovs.
@@ -139,22 +140,6 @@ wire_header! {
         TAG: u64 = 24..32 => tag, set_tag;
         /// Operation id.
         ID: u64 = 32..40 => id, set_id;
-    }
-}
-
-wire_header! {
-    /// A checked view of one remote iov.
-    pub struct RmaIovView;
-    endian: little;
-    len: RMA_IOV_LEN;
-    /// Where each field of a remote iov lies.
-    pub mod rma_field {
-        /// Remote address.
-        ADDR: u64 = 0..8 => addr, set_addr;
-        /// Length in bytes.
-        LEN: u64 = 8..16 => length, set_length;
-        /// Memory key.
-        KEY: u64 = 16..24 => key, set_key;
     }
 }
 
@@ -365,49 +350,6 @@ impl Hdr {
     }
 }
 
-/// A remote iov (`struct fi_rma_iov`) as the wire carries it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RmaIov {
-    /// Remote address (virtual address or offset, per the target's `mr_mode`).
-    pub addr: u64,
-    /// Length in bytes.
-    pub len: u64,
-    /// Memory key.
-    pub key: u64,
-}
-
-impl RmaIov {
-    /// Write every field into the view.
-    #[inline]
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut RmaIovView<T>) {
-        v.set_addr(self.addr);
-        v.set_length(self.len);
-        v.set_key(self.key);
-    }
-
-    /// Write into `out` (its first 24 bytes; nothing when it is shorter).
-    #[inline]
-    pub fn encode(&self, out: &mut [u8]) {
-        if let Ok(mut v) = RmaIovView::new_checked(out) {
-            self.emit(&mut v);
-        }
-    }
-
-    /// Parse from untrusted bytes (any value is valid; the target checks it against
-    /// its registrations).
-    ///
-    /// # Errors
-    /// [`WireError::Truncated`] with fewer than 24 bytes.
-    pub fn parse(b: &[u8]) -> Result<RmaIov, WireError> {
-        let v = RmaIovView::new_checked(b)?;
-        Ok(RmaIov {
-            addr: v.addr(),
-            len: v.length(),
-            key: v.key(),
-        })
-    }
-}
-
 wire_enum! {
     /// CM message kinds.
     pub enum CmKind: u8 {
@@ -493,7 +435,7 @@ pub fn parse_stream(mut b: &[u8]) -> usize {
         n += 1;
         b = b.get(HDR_LEN..).unwrap_or_default();
         for _ in 0..h.rma_cnt {
-            if RmaIov::parse(b).is_err() {
+            if RmaIov::from_bytes(b).is_err() {
                 return n;
             }
             b = b.get(RMA_IOV_LEN..).unwrap_or_default();
@@ -513,6 +455,13 @@ pub fn parse_stream(mut b: &[u8]) -> usize {
 mod tests {
     use super::*;
 
+    /// `h` encoded, then parsed back (with every check).
+    fn reparsed(h: &Hdr) -> Result<Hdr, WireError> {
+        let mut b = [0u8; HDR_LEN];
+        h.encode(&mut b);
+        Hdr::parse(&b)
+    }
+
     #[test]
     fn header_roundtrip() {
         let h = Hdr {
@@ -527,9 +476,7 @@ mod tests {
             tag: 7,
             id: 99,
         };
-        let mut b = [0u8; HDR_LEN];
-        h.encode(&mut b);
-        assert_eq!(Hdr::parse(&b), Ok(h));
+        assert_eq!(reparsed(&h), Ok(h));
     }
 
     /// The bytes on the wire, spelled out (the layout table of the module docs).
@@ -554,18 +501,7 @@ mod tests {
             want.extend((0..8).map(|i| base - i));
         }
         assert_eq!(b.to_vec(), want);
-        let mut r = [0u8; RMA_IOV_LEN];
-        RmaIov {
-            addr: 1,
-            len: 2 << 8,
-            key: 3 << 16,
-        }
-        .encode(&mut r);
-        let mut want = [0u8; RMA_IOV_LEN];
-        want[0] = 1;
-        want[9] = 2;
-        want[18] = 3;
-        assert_eq!(r, want);
+        // The remote iovs after it are kit's remote buffer, pinned by kit's wire tests.
         let c = CmHdr {
             kind: CmKind::ConnResp,
             data_len: 0x0102,
@@ -592,57 +528,44 @@ mod tests {
             (6, 1, WireError::field("status", 1u16)),
         ];
         ofi_testkit::wire::assert_each_corruption(&b, &corruptions, Hdr::parse);
-        let mut w = [0u8; HDR_LEN];
         let mut h = Hdr::new(Op::Write);
         h.rma_cnt = 5;
-        h.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 5u8)));
+        assert_eq!(reparsed(&h), Err(WireError::field("rma_cnt", 5u8)));
         h.rma_cnt = 0;
-        h.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 0u8)));
+        assert_eq!(reparsed(&h), Err(WireError::field("rma_cnt", 0u8)));
         let mut a = Hdr::new(Op::AtomicFetch);
         a.rma_cnt = 2;
-        a.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 2u8)));
+        assert_eq!(reparsed(&a), Err(WireError::field("rma_cnt", 2u8)));
     }
 
     #[test]
     fn local_descriptor_checks() {
-        let mut w = [0u8; HDR_LEN];
         let mut m = Hdr::new(Op::Tagged);
         m.flags = FLAG_LOCAL | FLAG_ACK_REQ;
         m.rma_cnt = 2;
-        m.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Ok(m));
+        assert_eq!(reparsed(&m), Ok(m));
         m.rma_cnt = 0;
-        m.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 0u8)));
+        assert_eq!(reparsed(&m), Err(WireError::field("rma_cnt", 0u8)));
         let mut wr = Hdr::new(Op::Write);
         wr.flags = FLAG_LOCAL;
         wr.rma_cnt = 1;
-        wr.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(WireError::field("flags", FLAG_LOCAL)));
+        assert_eq!(reparsed(&wr), Err(WireError::field("flags", FLAG_LOCAL)));
         let mut r = Hdr::new(Op::LocalReadReq);
         r.rma_cnt = 1;
-        r.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 1u8)));
+        assert_eq!(reparsed(&r), Err(WireError::field("rma_cnt", 1u8)));
         r.rma_cnt = 2;
         r.tag = 1;
-        r.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Ok(r));
+        assert_eq!(reparsed(&r), Ok(r));
         let mut rsp = Hdr::new(Op::ReadRsp);
         rsp.flags = FLAG_LOCAL;
         rsp.status = 14;
-        rsp.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Ok(rsp));
+        assert_eq!(reparsed(&rsp), Ok(rsp));
         for op in [Op::LocalOffer, Op::LocalProof, Op::LocalOk] {
             let mut h = Hdr::new(op);
             h.data = 42;
-            h.encode(&mut w);
-            assert_eq!(Hdr::parse(&w), Ok(h));
+            assert_eq!(reparsed(&h), Ok(h));
             h.rma_cnt = 1;
-            h.encode(&mut w);
-            assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 1u8)));
+            assert_eq!(reparsed(&h), Err(WireError::field("rma_cnt", 1u8)));
         }
     }
 
@@ -675,19 +598,6 @@ mod tests {
         assert_eq!(cm_message(CmKind::ConnReq, &[1u8; 999]).len(), 8 + 256);
     }
 
-    #[test]
-    fn rma_iov_roundtrip() {
-        let r = RmaIov {
-            addr: 1,
-            len: 2,
-            key: 3,
-        };
-        let mut b = [0u8; RMA_IOV_LEN];
-        r.encode(&mut b);
-        assert_eq!(RmaIov::parse(&b), Ok(r));
-        assert!(RmaIov::parse(&b[..23]).is_err());
-    }
-
     /// Arbitrary and truncated bytes never panic (a cheap in-tree stand-in for the fuzz
     /// target: a deterministic generator over many lengths and every truncation of a
     /// valid stream).
@@ -700,9 +610,7 @@ mod tests {
         let mut hb = [0u8; HDR_LEN];
         h.encode(&mut hb);
         valid.extend_from_slice(&hb);
-        let mut rb = [0u8; RMA_IOV_LEN];
-        RmaIov::default().encode(&mut rb);
-        valid.extend_from_slice(&rb);
+        valid.extend_from_slice(&RmaIov::default().bytes());
         valid.extend_from_slice(b"abc");
         assert_eq!(parse_stream(&valid), 2);
         for cut in 0..valid.len() {
@@ -718,7 +626,7 @@ mod tests {
             }
             let _ = parse_stream(&buf);
             let _ = Hdr::parse(&buf);
-            let _ = RmaIov::parse(&buf);
+            let _ = RmaIov::from_bytes(&buf);
         }
     }
 }

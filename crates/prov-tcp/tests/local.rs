@@ -19,7 +19,7 @@ fn send_hdr(raw: &mut TcpStream, h: &Hdr, iovs: &[RmaIov]) {
     let mut v = b.to_vec();
     for r in iovs {
         let mut rb = [0u8; RMA_IOV_LEN];
-        r.encode(&mut rb);
+        r.write(&mut rb);
         v.extend_from_slice(&rb);
     }
     raw.write_all(&v).unwrap();

@@ -34,11 +34,24 @@ pub fn wc_errno(status: WcStatus) -> Errno {
 mod tests {
     use super::*;
 
+    /// Every row of the module's table, and statuses it does not name.
     #[test]
-    fn the_table_holds() {
-        assert_eq!(wc_errno(WcStatus::WrFlushErr), Errno::ECANCELED);
-        assert_eq!(wc_errno(WcStatus::RemAccessErr), Errno::EACCES);
-        assert_eq!(wc_errno(WcStatus::RetryExcErr), Errno::ECONNRESET);
-        assert_eq!(wc_errno(WcStatus::GeneralErr), Errno::EIO);
+    fn each_status_has_the_documented_error() {
+        let table = [
+            (WcStatus::WrFlushErr, Errno::ECANCELED),
+            (WcStatus::RemAccessErr, Errno::EACCES),
+            (WcStatus::LocProtErr, Errno::EACCES),
+            (WcStatus::LocAccessErr, Errno::EACCES),
+            (WcStatus::RemInvReqErr, Errno::EINVAL),
+            (WcStatus::LocLenErr, Errno::ETRUNC),
+            (WcStatus::RnrRetryExcErr, Errno::ENORX),
+            (WcStatus::RetryExcErr, Errno::ECONNRESET),
+            (WcStatus::RespTimeoutErr, Errno::ECONNRESET),
+            (WcStatus::GeneralErr, Errno::EIO),
+            (WcStatus::FatalErr, Errno::EIO),
+        ];
+        for (status, errno) in table {
+            assert_eq!(wc_errno(status), errno, "{status:?}");
+        }
     }
 }

@@ -23,6 +23,9 @@
 //! declared once with [`wire_enum!`](crate::wire_enum): each value is written at its
 //! variant, and the conversion from the raw field is generated from the same list.
 //!
+//! A piece that several formats carry alike is declared here once: a remote buffer
+//! (`struct fi_rma_iov`, [`RmaIov`] through [`RmaIovView`]).
+//!
 //! Every parser of untrusted bytes returns the one error type of this module,
 //! [`WireError`]: small, `Copy`, built without allocating (a hot receive path may refuse
 //! a packet per call), and its [`Display`](fmt::Display) names the field at fault. At
@@ -120,6 +123,8 @@ use ofi_core::{Errno, Error};
 
 mod enums;
 pub use enums::{atomic_kind_code, atomic_kind_of_code};
+mod rma_iov;
+pub use rma_iov::{rma_iov_field, RmaIov, RmaIovView, RMA_IOV_LEN};
 
 /// Why bytes from the wire were refused.
 ///
@@ -500,12 +505,14 @@ macro_rules! wire_header {
         #[allow(dead_code)]
         impl $repr {
             #[doc = concat!("Parse the header at the start of `bytes` (extra bytes are ignored): [`", stringify!($view), "::new_checked`], then [`", stringify!($repr), "::parse`].")]
+            #[inline]
             pub fn from_bytes(bytes: &[u8]) -> ::core::result::Result<$repr, $crate::wire::WireError> {
                 $repr::parse(&$view::new_checked(bytes)?)
             }
 
             /// Emit the header into the first bytes of `out` (an `out` shorter than the
             /// header is left alone).
+            #[inline]
             pub fn write(&self, out: &mut [u8]) {
                 if let Ok(mut view) = $view::new_checked(out) {
                     self.emit(&mut view);
@@ -513,6 +520,7 @@ macro_rules! wire_header {
             }
 
             /// The header's bytes.
+            #[inline]
             pub fn bytes(&self) -> [u8; $len] {
                 let mut view = $view::zeroed();
                 self.emit(&mut view);

@@ -89,9 +89,15 @@ wire_header! {
         FEATURES: u64 = 8..16 => features, set_features;
         /// `HANDSHAKE`: the cookie the asker must echo in its requests; `HELLO`: zero.
         COOKIE: u64 = 16..24 => cookie, set_cookie;
-        /// The sender's receive window in message ids (its `recvwin_size`).
+        /// The sender's receive window in message ids (its `recvwin_size`), as
+        /// announced (the receiving engine clamps it, or refuses 0: see `Engine`'s
+        /// handshake).
         RECVWIN: u32 = 24..28 => recvwin, set_recvwin;
     }
+    /// A parsed handshake packet: every field after the prefix (the type, `HELLO` or
+    /// `HANDSHAKE`, is the [`Repr`] variant; the flags are zero).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    record: pub struct Hs;
 }
 
 wire_header! {
@@ -225,20 +231,6 @@ impl PktType {
     }
 }
 
-/// A parsed handshake packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Hs {
-    /// Highest version the sender speaks.
-    pub max_version: u32,
-    /// Feature bits.
-    pub features: u64,
-    /// The cookie (`HANDSHAKE`), 0 in `HELLO`.
-    pub cookie: u64,
-    /// The sender's receive window in message ids, as announced (the receiving engine
-    /// clamps it, or refuses 0: see `Engine`'s handshake).
-    pub recvwin: u32,
-}
-
 /// A parsed request header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Req {
@@ -309,12 +301,7 @@ impl<'a> Repr<'a> {
             if !p.payload().is_empty() {
                 return Err(WireError::Malformed("bytes after a handshake header"));
             }
-            let hs = Hs {
-                max_version: p.max_version(),
-                features: p.features(),
-                cookie: p.cookie(),
-                recvwin: p.recvwin(),
-            };
+            let hs = Hs::read(&p);
             return Ok(if ty == PktType::Hello {
                 Repr::Hello(hs)
             } else {
@@ -418,10 +405,7 @@ fn emit_prefix(packet: &mut [u8], ty: PktType, flags: u16) {
 pub fn emit_hs(ty: PktType, hs: &Hs) -> Vec<u8> {
     let mut p = HsPacket::with_payload(&[]);
     emit_prefix(p.header_mut(), ty, 0);
-    p.set_max_version(hs.max_version);
-    p.set_features(hs.features);
-    p.set_cookie(hs.cookie);
-    p.set_recvwin(hs.recvwin);
+    hs.write(&mut p);
     p.into_inner()
 }
 

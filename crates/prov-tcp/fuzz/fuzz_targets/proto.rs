@@ -14,6 +14,6 @@ fuzz_target!(|data: &[u8]| {
         h.encode(&mut b);
         assert_eq!(Hdr::parse(&b), Ok(h));
     }
-    let _ = RmaIov::parse(data);
+    let _ = RmaIov::from_bytes(data);
     let _ = parse_stream(data);
 });

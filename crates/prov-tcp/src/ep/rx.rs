@@ -106,7 +106,7 @@ pub(super) fn parse_rma(hbuf: &[u8; HDR_MAX], cnt: u8) -> [RmaIov; 4] {
     let mut out = [RmaIov::default(); 4];
     for (i, o) in out.iter_mut().enumerate().take(usize::from(cnt)) {
         let at = HDR_LEN + i * RMA_IOV_LEN;
-        *o = RmaIov::parse(&hbuf[at..]).unwrap_or_default();
+        *o = RmaIov::from_bytes(&hbuf[at..]).unwrap_or_default();
     }
     out
 }

@@ -28,7 +28,7 @@ pub(super) fn encode_local_iovs(out: &mut [u8; HDR_MAX], skip: usize, segs: &Seg
             len: len as u64,
             key: 0,
         }
-        .encode(&mut out[at..at + RMA_IOV_LEN]);
+        .write(&mut out[at..at + RMA_IOV_LEN]);
         at += RMA_IOV_LEN;
     }
     at
@@ -370,7 +370,7 @@ impl EpInner {
                 len: r.len as u64,
                 key: r.key,
             }
-            .encode(&mut op.hdr[at..at + RMA_IOV_LEN]);
+            .write(&mut op.hdr[at..at + RMA_IOV_LEN]);
         }
         if local {
             h.tag = rma.len() as u64;
@@ -547,7 +547,7 @@ impl EpInner {
             len: len as u64,
             key: rma[0].key,
         }
-        .encode(&mut op.hdr[HDR_LEN..HDR_LEN + RMA_IOV_LEN]);
+        .write(&mut op.hdr[HDR_LEN..HDR_LEN + RMA_IOV_LEN]);
         let r = self.post_tx(&mut state, &mut op, false);
         if r.is_err() {
             state.pending.retain(|p| p.id != id);

@@ -2,10 +2,10 @@
 //! and the packets sent on each MSG connection.
 //!
 //! Written in kit's wire convention ([`ofi_kit::wire`]): every fixed header is declared
-//! once with named field ranges ([`hello_field`], [`hdr_field`], [`rts_field`],
-//! [`rts_iov_field`]) and a checked view ([`HelloView`], [`HdrView`], [`RtsView`],
-//! [`RtsIovView`]); the parsed representations ([`Hello`], [`Hdr`], [`Rts`]) have `parse`
-//! (every validation, [`WireError`] on refusal) and `emit`. A [`WireError`] becomes
+//! once with named field ranges ([`hello_field`], [`hdr_field`], [`rts_field`]) and a
+//! checked view ([`HelloView`], [`HdrView`], [`RtsView`]; an RTS body's remote buffers
+//! are kit's [`RmaIov`]); the parsed representations ([`Hello`], [`Hdr`], [`Rts`]) have
+//! `parse` (every validation, [`WireError`] on refusal) and `emit`. A [`WireError`] becomes
 //! `FI_EPROTO` at the endpoint (its `From` conversion into [`ofi_core::Error`]).
 //!
 //! # Handshake ([`Hello`])
@@ -53,7 +53,8 @@
 //! | 24 | 8 | remote CQ data (RNDV_DONE: the status, a negated `FI_*` code or 0) |
 //!
 //! followed by the payload (eager data, a segment) or, for RTS, [`Rts`]: operation id
-//! (8), iov count (1), 7 reserved, then per iov address, length and key (8 each).
+//! (8), iov count (1), 7 reserved, then per iov address, length and key (8 each: kit's
+//! remote buffer, [`RmaIov`]).
 //!
 //! # Invariants
 //!
@@ -63,7 +64,7 @@
 //! - The bytes on the wire are those of protocol version [`VERSION`], unchanged by the
 //!   move to the kit convention (the tests pin them).
 
-use ofi_kit::wire::WireError;
+use ofi_kit::wire::{RmaIov, WireError, RMA_IOV_LEN};
 use ofi_kit::{wire_enum, wire_header};
 
 /// Protocol version carried by the handshake and every packet (2: delivery
@@ -81,11 +82,9 @@ pub const HDR_LEN: usize = 32;
 pub const RTS_IOVS: usize = 4;
 /// Fixed part of an RTS body.
 pub const RTS_HEAD_LEN: usize = 16;
-/// One remote buffer of an RTS body.
-pub const RTS_IOV_LEN: usize = 24;
-/// Length of an RTS body with `n` iovs.
+/// Length of an RTS body with `n` iovs (each a kit [`RmaIov`], [`RMA_IOV_LEN`] bytes).
 pub const fn rts_len(n: usize) -> usize {
-    RTS_HEAD_LEN + RTS_IOV_LEN * n
+    RTS_HEAD_LEN + RMA_IOV_LEN * n
 }
 
 /// Packet flag: a tagged message.
@@ -175,22 +174,6 @@ wire_header! {
         COUNT: u8 = 8..9 => count, set_count;
         /// Reserved, zero.
         RESERVED: [u8; 7] = 9..16 => reserved, set_reserved;
-    }
-}
-
-wire_header! {
-    /// A checked view of one remote buffer of an RTS body.
-    pub struct RtsIovView;
-    endian: little;
-    len: RTS_IOV_LEN;
-    /// Where each field of an RTS remote buffer lies.
-    pub mod rts_iov_field {
-        /// Remote address.
-        ADDR: u64 = 0..8 => addr, set_addr;
-        /// Length.
-        LEN: u64 = 8..16 => length, set_length;
-        /// Remote key.
-        KEY: u64 = 16..24 => key, set_key;
     }
 }
 
@@ -440,11 +423,8 @@ impl Rts {
         head.set_id(self.id);
         head.set_count(n as u8);
         head.set_reserved([0; 7]);
-        for (i, &(a, l, k)) in self.iov[..n].iter().enumerate() {
-            let mut e = RtsIovView::new_checked(&mut out[rts_len(i)..])?;
-            e.set_addr(a);
-            e.set_length(l);
-            e.set_key(k);
+        for (i, &(addr, len, key)) in self.iov[..n].iter().enumerate() {
+            RmaIov { addr, len, key }.write(&mut out[rts_len(i)..]);
         }
         Ok(())
     }
@@ -471,8 +451,8 @@ impl Rts {
         let mut iov = [(0, 0, 0); RTS_IOVS];
         let mut sum = 0u64;
         for (i, e) in iov.iter_mut().enumerate().take(n) {
-            let v = RtsIovView::new_checked(&b[rts_len(i)..])?;
-            *e = (v.addr(), v.length(), v.key());
+            let RmaIov { addr, len, key } = RmaIov::from_bytes(&b[rts_len(i)..])?;
+            *e = (addr, len, key);
             sum = sum
                 .checked_add(e.1)
                 .ok_or(WireError::Malformed("RTS iov lengths overflow"))?;
