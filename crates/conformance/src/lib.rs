@@ -77,6 +77,7 @@
 pub mod checks;
 pub mod expected;
 pub mod fixture;
+pub mod nic;
 pub mod node;
 pub mod pair;
 pub mod plugin;

@@ -360,14 +360,7 @@ mod tests {
         hints.src_addr = Some(ofi_core::Address::Inet("127.0.0.1:0".parse().unwrap()));
         let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
         req.hints = Some(hints);
-        let out = prov().getinfo(&req);
-        assert!(!out.infos.is_empty(), "{:?}", out.error);
-        for info in &out.infos {
-            let nic = info.nic.as_ref().expect("a NIC");
-            assert_eq!(nic.network_type.as_deref(), Some("Loopback"), "{nic:?}");
-            assert!(nic.mtu > 0 && nic.link_up, "{nic:?}");
-            assert_eq!(nic.bus, ofi_core::Bus::Unknown, "loopback sits on no bus");
-        }
+        ofi_conformance::nic::assert_every_nic_is_loopback(&prov().getinfo(&req));
     }
 
     /// Data progress is manual unless the hints ask for auto.
