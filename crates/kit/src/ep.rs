@@ -127,8 +127,9 @@ pub struct BindRules {
 }
 
 /// The AV type of a domain whose endpoints keep their bindings in [`Bindings`]: the
-/// kit's [`SharedAv`], or [`Unsupported`] for a domain without AVs (connected
-/// endpoints), which can never be bound.
+/// kit's [`SharedAv`] (or a [`GatedAv`](crate::av::GatedAv) around one), or
+/// [`Unsupported`] for a domain without AVs (connected endpoints), which can never be
+/// bound.
 pub trait BindableAv<P> {
     /// The kit AV to keep in [`Bindings::av`].
     fn kit_av(&self) -> &Arc<KitAv<P>>;
@@ -137,6 +138,12 @@ pub trait BindableAv<P> {
 impl<P> BindableAv<P> for SharedAv<P> {
     fn kit_av(&self) -> &Arc<KitAv<P>> {
         self.kit()
+    }
+}
+
+impl<G, P> BindableAv<P> for crate::av::GatedAv<G, P> {
+    fn kit_av(&self) -> &Arc<KitAv<P>> {
+        self.shared().kit()
     }
 }
 
