@@ -105,7 +105,7 @@ pub mod fabric;
 pub mod proto;
 pub mod sock;
 
-use ofi_core::attr::{DomainAttr, EpAttr, Info, TxAttr};
+use ofi_core::attr::{DomainAttr, Info, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Host;
 use ofi_core::{AddrFormat, Caps, EpType, MsgOrder, OpFlags, Protocol, Result, Version};
@@ -262,17 +262,12 @@ impl TcpProvider {
                 ..TxAttr::default()
             },
             rx_attr: info::rx_attr(caps, OpFlags::COMPLETION, order, s.rx_size, IOV_LIMIT),
-            ep_attr: EpAttr {
-                max_order_raw_size: s.max_msg_size,
-                max_order_war_size: s.max_msg_size,
-                max_order_waw_size: s.max_msg_size,
-                ..info::ep_attr(
-                    EpType::Msg,
-                    Protocol::SOCK_TCP,
-                    u32::from(proto::PROTO_VERSION),
-                    s.max_msg_size,
-                )
-            },
+            ep_attr: info::ordered_at_every_size(info::ep_attr(
+                EpType::Msg,
+                Protocol::SOCK_TCP,
+                u32::from(proto::PROTO_VERSION),
+                s.max_msg_size,
+            )),
             domain_attr: DomainAttr {
                 ep_cnt: 8192,
                 tx_ctx_cnt: 8192,
