@@ -78,6 +78,7 @@ mod capability;
 pub mod checks;
 pub mod expected;
 pub mod fixture;
+pub mod nic;
 pub mod node;
 pub mod pair;
 pub mod plugin;

@@ -169,6 +169,61 @@ where
     }
 }
 
+/// What the flags of `fi_ep_bind` of a completion queue ask for (fi_endpoint(3)): the
+/// CQ takes the completions of the transmit side (`FI_TRANSMIT`), the receive side
+/// (`FI_RECV`) or both, and with `FI_SELECTIVE_COMPLETION` only those of operations
+/// that ask for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqBindFlags {
+    /// `FI_TRANSMIT`: the transmit side's completions.
+    pub transmit: bool,
+    /// `FI_RECV`: the receive side's completions.
+    pub recv: bool,
+    /// `FI_SELECTIVE_COMPLETION`.
+    pub selective: bool,
+}
+
+impl CqBindFlags {
+    /// Read the flags of a CQ bind.
+    ///
+    /// # Errors
+    /// `FI_EBADFLAGS` when `flags` name neither side, or hold any other flag.
+    pub fn parse(flags: crate::OpFlags) -> Result<CqBindFlags> {
+        use crate::OpFlags;
+        let sides = OpFlags::TRANSMIT | OpFlags::RECV;
+        if !(sides | OpFlags::SELECTIVE_COMPLETION).contains(flags) || !flags.intersects(sides) {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                format!(
+                    "a CQ binds with FI_TRANSMIT and/or FI_RECV (and FI_SELECTIVE_COMPLETION), \
+                     not flags {:#x}",
+                    flags.bits()
+                ),
+            ));
+        }
+        Ok(CqBindFlags {
+            transmit: flags.contains(OpFlags::TRANSMIT),
+            recv: flags.contains(OpFlags::RECV),
+            selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
+        })
+    }
+
+    /// Store `binding` in the slot of each side it binds, `tx` and `rx`; `false`, and
+    /// nothing stored, when one of those slots holds a binding already.
+    pub fn store<T: Clone>(self, binding: T, tx: &mut Option<T>, rx: &mut Option<T>) -> bool {
+        if (self.transmit && tx.is_some()) || (self.recv && rx.is_some()) {
+            return false;
+        }
+        if self.transmit {
+            *tx = Some(binding.clone());
+        }
+        if self.recv {
+            *rx = Some(binding);
+        }
+        true
+    }
+}
+
 /// An object of the same family handed to [`FabricOps::trywait`].
 pub enum TryWaitRef<'a, F: FabricOps> {
     /// A completion queue.
@@ -455,4 +510,46 @@ pub fn init_builtin<P: Provider>() -> Result<ProviderHandle> {
     // SAFETY: the entry was built by this copy of ofi-core for `P`, so its layout and
     // init function are ours.
     unsafe { ProviderHandle::init(entry, None) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OpFlags;
+
+    #[test]
+    fn a_cq_bind_names_a_side_and_nothing_else() {
+        let both = CqBindFlags::parse(OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+        assert!(both.transmit && both.recv && !both.selective);
+        let rx = CqBindFlags::parse(OpFlags::RECV | OpFlags::SELECTIVE_COMPLETION).unwrap();
+        assert_eq!(
+            rx,
+            CqBindFlags {
+                transmit: false,
+                recv: true,
+                selective: true
+            }
+        );
+        for bad in [
+            OpFlags::empty(),
+            OpFlags::SELECTIVE_COMPLETION,
+            OpFlags::TRANSMIT | OpFlags::READ,
+        ] {
+            let e = CqBindFlags::parse(bad).unwrap_err();
+            assert_eq!(e.code(), Errno::EBADFLAGS, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_side_bound_already_refuses_the_whole_bind() {
+        let (mut tx, mut rx) = (None, None);
+        let both = CqBindFlags::parse(OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+        let tx_only = CqBindFlags::parse(OpFlags::TRANSMIT).unwrap();
+        let rx_only = CqBindFlags::parse(OpFlags::RECV).unwrap();
+        assert!(tx_only.store(1, &mut tx, &mut rx));
+        assert!(!both.store(2, &mut tx, &mut rx));
+        assert_eq!((tx, rx), (Some(1), None));
+        assert!(rx_only.store(3, &mut tx, &mut rx));
+        assert_eq!((tx, rx), (Some(1), Some(3)));
+    }
 }

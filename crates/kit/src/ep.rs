@@ -36,7 +36,7 @@ use ofi_core::cq::CqError;
 use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::{Caps, OpFlags};
-use ofi_core::provider::{BindTarget, DomainOps, FabricOps, Unsupported};
+use ofi_core::provider::{BindTarget, CqBindFlags, DomainOps, FabricOps, Unsupported};
 
 use crate::av::{KitAv, SharedAv};
 use crate::cntr::KitCntr;
@@ -127,8 +127,9 @@ pub struct BindRules {
 }
 
 /// The AV type of a domain whose endpoints keep their bindings in [`Bindings`]: the
-/// kit's [`SharedAv`], or [`Unsupported`] for a domain without AVs (connected
-/// endpoints), which can never be bound.
+/// kit's [`SharedAv`] (or a [`GatedAv`](crate::av::GatedAv) around one), or
+/// [`Unsupported`] for a domain without AVs (connected endpoints), which can never be
+/// bound.
 pub trait BindableAv<P> {
     /// The kit AV to keep in [`Bindings::av`].
     fn kit_av(&self) -> &Arc<KitAv<P>>;
@@ -137,6 +138,12 @@ pub trait BindableAv<P> {
 impl<P> BindableAv<P> for SharedAv<P> {
     fn kit_av(&self) -> &Arc<KitAv<P>> {
         self.kit()
+    }
+}
+
+impl<G, P> BindableAv<P> for crate::av::GatedAv<G, P> {
+    fn kit_av(&self) -> &Arc<KitAv<P>> {
+        self.shared().kit()
     }
 }
 
@@ -537,28 +544,13 @@ impl<P> Bindings<P> {
         };
         match target {
             BindTarget::Cq(cq) => {
-                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
-                if !(dirs | OpFlags::SELECTIVE_COMPLETION).contains(flags)
-                    || !flags.intersects(dirs)
-                {
-                    return Err(bad(
-                        "a CQ binds with FI_TRANSMIT and/or FI_RECV (and FI_SELECTIVE_COMPLETION)",
-                    ));
-                }
-                let tx = flags.contains(OpFlags::TRANSMIT);
-                let rx = flags.contains(OpFlags::RECV);
-                if (tx && self.txcq.is_some()) || (rx && self.rxcq.is_some()) {
-                    return Err(already(rules, "a CQ for this direction"));
-                }
+                let sides = CqBindFlags::parse(flags).map_err(|e| e.context(prov))?;
                 let b = CqBinding {
                     cq: cq.clone(),
-                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
+                    selective: sides.selective,
                 };
-                if tx {
-                    self.txcq = Some(b.clone());
-                }
-                if rx {
-                    self.rxcq = Some(b);
+                if !sides.store(b, &mut self.txcq, &mut self.rxcq) {
+                    return Err(already(rules, "a CQ for this direction"));
                 }
                 Ok(())
             }

@@ -84,6 +84,18 @@ pub fn ep_attr(
     }
 }
 
+/// `ep` with its ordering guarantees (`FI_ORDER_RAW`, `_WAR`, `_WAW`, as far as
+/// `msg_order` claims them) holding at every message size it takes: each
+/// `max_order_*_size` is its `max_msg_size`.
+pub fn ordered_at_every_size(ep: EpAttr) -> EpAttr {
+    EpAttr {
+        max_order_raw_size: ep.max_msg_size,
+        max_order_war_size: ep.max_msg_size,
+        max_order_waw_size: ep.max_msg_size,
+        ..ep
+    }
+}
+
 /// The default transmit flags an RDM provider reports when it honours every completion
 /// level per operation: completions, inject, and each level of
 /// [`COMPLETION_LEVELS`](crate::opflags::COMPLETION_LEVELS) (inject, transmit and
@@ -207,6 +219,27 @@ pub fn getinfo_preferring_manual<P: Provider>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_ordered_at_every_size_keeps_its_other_attributes() {
+        let ep = ep_attr(EpType::Msg, Protocol::SOCK_TCP, 3, 1 << 20);
+        let ordered = ordered_at_every_size(ep.clone());
+        let sizes = (
+            ordered.max_order_raw_size,
+            ordered.max_order_war_size,
+            ordered.max_order_waw_size,
+        );
+        assert_eq!(sizes, (1 << 20, 1 << 20, 1 << 20));
+        assert_eq!(
+            EpAttr {
+                max_order_raw_size: 0,
+                max_order_war_size: 0,
+                max_order_waw_size: 0,
+                ..ordered
+            },
+            ep
+        );
+    }
 
     #[test]
     fn derived_sets_hold_the_documented_caps() {

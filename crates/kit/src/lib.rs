@@ -49,7 +49,8 @@
 //!   the plain parts of the data path), once for all of them;
 //! - [`layered_handle`]: the accessors, `fi_control` flag commands and `fi_ep_alias` of
 //!   the endpoint handles built on that glue ([`layered_handle_ops!`]);
-//! - [`cm`]: the checks before connection calls (an event queue bound);
+//! - [`cm`]: the checks before connection calls (an event queue bound) and [`cm::PepBase`],
+//!   the part of a passive endpoint every connection-oriented provider shares;
 //! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,

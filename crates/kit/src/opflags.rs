@@ -82,6 +82,22 @@ impl DefaultOpFlags {
         Ok(DefaultOpFlags::new(tx, rx))
     }
 
+    /// The sets of an endpoint of data path `D` opened with `info`: its attributes'
+    /// flags, the transmit set's completion level the one [`default_tx`] picks, checked
+    /// against what `D` implements ([`DataPath::OP_FLAGS`](crate::dataops::DataPath::OP_FLAGS))
+    /// as [`from_attrs`](Self::from_attrs) checks them.
+    ///
+    /// # Errors
+    /// `FI_EBADFLAGS` naming the refused flags.
+    pub fn of_endpoint<D: crate::dataops::DataPath>(info: &ofi_core::attr::Info) -> Result<Self> {
+        DefaultOpFlags::from_attrs(
+            D::NAME,
+            default_tx(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            D::OP_FLAGS,
+        )
+    }
+
     /// A copy (an alias starts with its endpoint's flags).
     pub fn snapshot(&self) -> Self {
         DefaultOpFlags::new(self.tx_named(), self.rx())

@@ -1,5 +1,6 @@
 //! The address vector: the kit's [`SharedAv`], and named AVs shared by the processes
-//! of the host (`FI_SHARED_AV`, fi_av(3) `attr.name`).
+//! of the host (`FI_SHARED_AV`, fi_av(3) `attr.name`): a [`GatedAv`] whose gate,
+//! [`Sharing`], keeps the shared table.
 //!
 //! # Named AVs
 //!
@@ -40,10 +41,9 @@ use std::sync::Mutex;
 use ofi_core::addr::Address;
 use ofi_core::av::AvAttr;
 use ofi_core::flags::AvFlags;
-use ofi_core::provider::{AvOps, EqOf};
+use ofi_core::provider::AvOps;
 use ofi_core::{AddrFormat, AvType, Errno, Error, Result, ADDR_NOTAVAIL};
-use ofi_kit::av::{AvConfig, KitAv, SharedAv};
-use ofi_kit::ep::BindableAv;
+use ofi_kit::av::{AvConfig, AvGate, GatedAv, KitAv, SharedAv};
 use ofi_kit::wait::lock;
 
 use crate::fabric::{region_name, Fabric};
@@ -252,12 +252,14 @@ enum Role {
     View(Mutex<(Table, usize)>),
 }
 
-/// The domain's AV type: the kit's AV, shared by name when opened with one.
+/// How an AV is shared: the gate of [`ShmAv`] (see the module docs).
 #[derive(Debug)]
-pub struct ShmAv {
-    av: SharedAv,
+pub struct Sharing {
     role: Role,
 }
+
+/// The domain's AV type: the kit's AV, shared by name when opened with one.
+pub type ShmAv = GatedAv<Sharing>;
 
 /// The table file of AV name `name`.
 fn table_file(name: &str) -> Result<String> {
@@ -274,57 +276,50 @@ fn table_file(name: &str) -> Result<String> {
     Ok(file)
 }
 
-impl ShmAv {
-    /// `fi_av_open` for a domain whose `av_type` is `domain_type`: a private AV, a
-    /// named one created, or (`FI_READ`) a view of a named one opened.
-    ///
-    /// # Errors
-    /// As the kit's `KitAv::open_with`; for a name: `FI_EINVAL` for a bad name or with
-    /// `FI_EVENT`, `FI_EADDRINUSE` when it exists (creating), `FI_ENOENT` when it does
-    /// not (`FI_READ`), `FI_EPROTO` for a corrupt table, `FI_EIO` when the replay gives
-    /// other `fi_addr_t`s.
-    pub fn open(attr: &AvAttr, context: usize, domain_type: AvType) -> Result<ShmAv> {
-        let Some(name) = attr.name.as_deref() else {
-            return Ok(ShmAv {
-                av: SharedAv::new(kit_open(attr, context, domain_type)?),
-                role: Role::Private,
-            });
-        };
-        let file = table_file(name)?;
-        if attr.flags.contains(AvFlags::EVENT) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: a shared AV does not take FI_EVENT"),
-            ));
-        }
-        let mut local = attr.clone();
-        local.name = None;
-        local.flags.remove(AvFlags::READ);
-        if attr.flags.contains(AvFlags::READ) {
-            let (table, av_type) = Table::open(file)?;
-            local.av_type = av_type;
-            local.count = local.count.max(table.capacity);
-            let av = ShmAv {
-                av: SharedAv::new(kit_open(&local, context, domain_type)?),
-                role: Role::View(Mutex::new((table, 0))),
-            };
-            av.sync()?;
-            return Ok(av);
-        }
-        let capacity = match attr.count {
-            0 => DEFAULT_CAPACITY,
-            n => n.clamp(MIN_CAPACITY, MAX_CAPACITY),
-        };
-        let kit = kit_open(&local, context, domain_type)?;
-        let table = Table::create(file, capacity, kit.av_type())?;
-        Ok(ShmAv {
-            av: SharedAv::new(kit),
-            role: Role::Creator(Mutex::new(table)),
-        })
+/// `fi_av_open` for a domain whose `av_type` is `domain_type`: a private AV, a named
+/// one created, or (`FI_READ`) a view of a named one opened.
+///
+/// # Errors
+/// As the kit's `KitAv::open_with`; for a name: `FI_EINVAL` for a bad name or with
+/// `FI_EVENT`, `FI_EADDRINUSE` when it exists (creating), `FI_ENOENT` when it does not
+/// (`FI_READ`), `FI_EPROTO` for a corrupt table, `FI_EIO` when the replay gives other
+/// `fi_addr_t`s.
+pub fn open(attr: &AvAttr, context: usize, domain_type: AvType) -> Result<ShmAv> {
+    let shared = |kit, role| GatedAv::new(SharedAv::new(kit), Sharing { role });
+    let Some(name) = attr.name.as_deref() else {
+        return Ok(shared(kit_open(attr, context, domain_type)?, Role::Private));
+    };
+    let file = table_file(name)?;
+    if attr.flags.contains(AvFlags::EVENT) {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("{NAME}: a shared AV does not take FI_EVENT"),
+        ));
     }
+    let mut local = attr.clone();
+    local.name = None;
+    local.flags.remove(AvFlags::READ);
+    if attr.flags.contains(AvFlags::READ) {
+        let (table, av_type) = Table::open(file)?;
+        local.av_type = av_type;
+        local.count = local.count.max(table.capacity);
+        let kit = kit_open(&local, context, domain_type)?;
+        let av = shared(kit, Role::View(Mutex::new((table, 0))));
+        av.gate().sync(av.shared())?;
+        return Ok(av);
+    }
+    let capacity = match attr.count {
+        0 => DEFAULT_CAPACITY,
+        n => n.clamp(MIN_CAPACITY, MAX_CAPACITY),
+    };
+    let kit = kit_open(&local, context, domain_type)?;
+    let table = Table::create(file, capacity, kit.av_type())?;
+    Ok(shared(kit, Role::Creator(Mutex::new(table))))
+}
 
-    /// A view: replay the entries the creator added since the last call.
-    fn sync(&self) -> Result<()> {
+impl Sharing {
+    /// A view: replay into `av` the entries the creator added since the last call.
+    fn sync(&self, av: &SharedAv) -> Result<()> {
         let Role::View(v) = &self.role else {
             return Ok(());
         };
@@ -334,7 +329,7 @@ impl ShmAv {
         while *done < count {
             let (addr, want) = table.entry(*done)?;
             let mut got = [ADDR_NOTAVAIL];
-            AvOps::<Fabric>::insert(&self.av, &[addr], &mut got, 0, 0)?;
+            AvOps::<Fabric>::insert(av, &[addr], &mut got, 0, 0)?;
             if got[0] != want {
                 return Err(Error::new(
                     Errno::EIO,
@@ -374,22 +369,30 @@ fn kit_open(attr: &AvAttr, context: usize, domain_type: AvType) -> Result<KitAv>
     KitAv::open_with(attr, context, cfg, |a: &Address| region_name(a).map(|_| ()))
 }
 
-impl BindableAv<()> for ShmAv {
-    fn kit_av(&self) -> &std::sync::Arc<KitAv> {
-        self.av.kit()
+/// shm's additions to the kit's AV calls (see the module docs).
+impl AvGate for Sharing {
+    /// A named AV changes only by `fi_av_insert` of its creator (its views could not
+    /// replay the others).
+    fn before_change(&self, call: &str) -> Result<()> {
+        self.private_only(call)
     }
-}
 
-impl AvOps<Fabric> for ShmAv {
+    /// A view first replays what its creator inserted since.
+    fn before_read(&self, av: &SharedAv) -> Result<()> {
+        self.sync(av)
+    }
+
+    /// The creator appends each address inserted, with its `fi_addr_t`, to the table
+    /// (under its lock, so the table's order is that of the `fi_addr_t`s); an insert
+    /// beyond the table's capacity is refused whole (`FI_ENOSPC`).
     fn insert(
         &self,
         addrs: &[Address],
         fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
+        insert: impl FnOnce(&mut [u64]) -> Result<usize>,
     ) -> Result<usize> {
         let Some(table) = self.writable("fi_av_insert")? else {
-            return AvOps::<Fabric>::insert(&self.av, addrs, fi_addr, flags, context);
+            return insert(fi_addr);
         };
         let t = lock(table);
         let count = t.count()?;
@@ -402,7 +405,7 @@ impl AvOps<Fabric> for ShmAv {
                 ),
             ));
         }
-        let n = AvOps::<Fabric>::insert(&self.av, addrs, fi_addr, flags, context)?;
+        let n = insert(fi_addr)?;
         let mut at = count;
         for (a, f) in addrs.iter().zip(fi_addr.iter()) {
             if let (Address::Str(s), true) = (a, *f != ADDR_NOTAVAIL) {
@@ -411,54 +414,6 @@ impl AvOps<Fabric> for ShmAv {
             }
         }
         Ok(n)
-    }
-
-    fn insertsvc(
-        &self,
-        node: &str,
-        service: &str,
-        fi_addr: &mut u64,
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        self.private_only("fi_av_insertsvc")?;
-        AvOps::<Fabric>::insertsvc(&self.av, node, service, fi_addr, flags, context)
-    }
-
-    fn insertsym(
-        &self,
-        node: &str,
-        nodecnt: usize,
-        service: &str,
-        svccnt: usize,
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        self.private_only("fi_av_insertsym")?;
-        AvOps::<Fabric>::insertsym(
-            &self.av, node, nodecnt, service, svccnt, fi_addr, flags, context,
-        )
-    }
-
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
-        self.private_only("fi_av_remove")?;
-        AvOps::<Fabric>::remove(&self.av, fi_addr, flags)
-    }
-
-    fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        self.sync()?;
-        AvOps::<Fabric>::lookup(&self.av, fi_addr)
-    }
-
-    fn straddr(&self, addr: &Address) -> String {
-        // A view that cannot replay still formats addresses.
-        let _ = self.sync();
-        AvOps::<Fabric>::straddr(&self.av, addr)
-    }
-
-    fn bind_eq(&self, eq: &EqOf<Fabric>, flags: u64) -> Result<()> {
-        AvOps::<Fabric>::bind_eq(&self.av, eq, flags)
     }
 }
 
@@ -484,14 +439,14 @@ mod tests {
     #[test]
     fn corrupt_tables_are_eproto() {
         let n = name("corrupt");
-        let creator = ShmAv::open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
-        let Role::Creator(t) = &creator.role else {
+        let creator = open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
+        let Role::Creator(t) = &creator.gate().role else {
             panic!("a creator")
         };
         let t = lock(t);
         t.append(0, "fi_shm://ofi-shm-a", 0).unwrap();
         let view = |what: &str| {
-            let e = ShmAv::open(&named(&n, AvFlags::READ), 0, AvType::Table).unwrap_err();
+            let e = open(&named(&n, AvFlags::READ), 0, AvType::Table).unwrap_err();
             assert_eq!(e.code(), Errno::EPROTO, "{what}: {e}");
         };
         t.u32_at(H_COUNT)
@@ -520,14 +475,14 @@ mod tests {
     #[test]
     fn a_dead_creators_table_is_replaced() {
         let n = name("dead");
-        let first = ShmAv::open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
-        let e = ShmAv::open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap_err();
+        let first = open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
+        let e = open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap_err();
         assert_eq!(
             e.code(),
             Errno::EADDRINUSE,
             "a live creator's table is kept"
         );
-        let Role::Creator(t) = &first.role else {
+        let Role::Creator(t) = &first.gate().role else {
             panic!("a creator")
         };
         // Pose as a creator that died: no process has pid i32::MAX.
@@ -535,8 +490,8 @@ mod tests {
             .u32_at(H_PID)
             .unwrap()
             .store(i32::MAX as u32, Ordering::Relaxed);
-        let second = ShmAv::open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
-        let Role::Creator(t) = &first.role else {
+        let second = open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
+        let Role::Creator(t) = &first.gate().role else {
             panic!("a creator")
         };
         // The first's table is the second's now: only the second unlinks it.
@@ -555,7 +510,7 @@ mod tests {
             count: MIN_CAPACITY,
             ..named(&name("full"), AvFlags::empty())
         };
-        let av = ShmAv::open(&attr, 0, AvType::Table).unwrap();
+        let av = open(&attr, 0, AvType::Table).unwrap();
         let addrs: Vec<Address> = (0..=MIN_CAPACITY)
             .map(|i| Address::Str(format!("fi_shm://ofi-shm-f{i}")))
             .collect();

@@ -150,7 +150,7 @@ impl DomainOps<Fabric> for Domain {
 
     /// A private AV, or a named one shared between processes (see `av`).
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        ShmAv::open(attr, context, self.av_type)
+        crate::av::open(attr, context, self.av_type)
     }
 }
 

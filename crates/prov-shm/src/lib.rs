@@ -121,7 +121,7 @@ pub use provider::*;
 
 #[cfg(not(all(loom, test)))]
 mod provider {
-    use ofi_core::attr::{DomainAttr, EpAttr, Info};
+    use ofi_core::attr::{DomainAttr, Info};
     use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest, NoResolver};
     use ofi_core::provider::Host;
     use ofi_core::{
@@ -278,12 +278,12 @@ mod provider {
                     IOV_LIMIT,
                 ),
                 // Ordered at every size (see `ORDER`).
-                ep_attr: EpAttr {
-                    max_order_raw_size: s.max_msg_size,
-                    max_order_war_size: s.max_msg_size,
-                    max_order_waw_size: s.max_msg_size,
-                    ..info::ep_attr(EpType::Rdm, Protocol::SHM, 1, s.max_msg_size)
-                },
+                ep_attr: info::ordered_at_every_size(info::ep_attr(
+                    EpType::Rdm,
+                    Protocol::SHM,
+                    1,
+                    s.max_msg_size,
+                )),
                 domain_attr: DomainAttr {
                     data_progress: Progress::Manual,
                     av_type,

@@ -25,6 +25,7 @@ use ofi_core::attr::Info;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, PassiveEndpointOps, Unsupported};
 use ofi_core::{AddrFormat, Address, AtomicOp, Datatype, EpType, Errno, Error, Result};
+use ofi_kit::cm::{PepBase, PepListener};
 use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::{FdInterest, Progress, ProgressEngine, ProgressMode};
@@ -266,23 +267,27 @@ struct Incoming {
     since: Instant,
 }
 
+/// A passive endpoint's listener: its socket and the connections being read.
 #[derive(Debug)]
 struct PepState {
     sock: Sock,
     listening: bool,
     /// The listen backlog (`FI_BACKLOG`; [`BACKLOG`] until set).
     backlog: i32,
-    eq: Option<KitEq>,
     incoming: Vec<Incoming>,
+}
+
+impl PepListener for PepState {
+    fn is_listening(&self) -> bool {
+        self.listening
+    }
 }
 
 /// The shared part of a passive endpoint (registered with the fabric's CM engine).
 #[derive(Debug)]
 pub(crate) struct PepInner {
     fabric: Arc<FabricShared>,
-    info: Info,
-    fid: usize,
-    state: Mutex<PepState>,
+    base: PepBase<PepState>,
 }
 
 /// A passive endpoint.
@@ -321,29 +326,21 @@ fn io_err(what: &str, e: std::io::Error) -> Error {
 
 impl PassiveEp {
     fn open(fabric: Arc<FabricShared>, info: &Info, context: usize) -> Result<PassiveEp> {
-        if !matches!(info.ep_attr.ep_type, EpType::Msg | EpType::Unspec) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: passive endpoints are FI_EP_MSG only"),
-            ));
-        }
         let addr = bind_addr(&fabric, info)?;
         let sock = Sock::stream(&addr).map_err(|e| io_err("socket", e))?;
         sock.set_reuseaddr()
             .map_err(|e| io_err("SO_REUSEADDR", e))?;
         sock.bind(&addr)
             .map_err(|e| io_err(&format!("bind {addr}"), e))?;
+        let listener = PepState {
+            sock,
+            listening: false,
+            backlog: BACKLOG,
+            incoming: Vec::new(),
+        };
         let inner = Arc::new(PepInner {
             fabric: fabric.clone(),
-            info: info.clone(),
-            fid: context,
-            state: Mutex::new(PepState {
-                sock,
-                listening: false,
-                backlog: BACKLOG,
-                eq: None,
-                incoming: Vec::new(),
-            }),
+            base: PepBase::open(NAME, info, context, listener)?,
         });
         fabric.cm_engine.register(&inner);
         Ok(PassiveEp { inner })
@@ -411,7 +408,7 @@ impl PepInner {
 
 impl Progress for PepInner {
     fn progress(&self) -> usize {
-        let Ok(mut state) = self.state.try_lock() else {
+        let Some(mut state) = self.base.try_listener() else {
             return 0;
         };
         if !state.listening {
@@ -449,25 +446,19 @@ impl Progress for PepInner {
                     let local = c.sock.local_addr().ok();
                     let peer = c.peer;
                     let handle = self.fabric.add_pending(PendingConn { sock: c.sock, peer });
-                    let mut info = self.info.clone();
-                    info.handle = handle;
-                    info.dest_addr = Some(Address::from(peer));
-                    if let Some(l) = local {
-                        info.src_addr = Some(Address::from(l));
-                    }
-                    info.addr_format = if peer.is_ipv6() {
-                        AddrFormat::SOCKADDR_IN6
-                    } else {
-                        AddrFormat::SOCKADDR_IN
-                    };
-                    info.ep_attr.ep_type = EpType::Msg;
-                    match &state.eq {
-                        Some(eq) => {
-                            if eq.connreq(self.fid, info, data).is_err() {
-                                drop(self.fabric.take_pending(handle));
-                            }
+                    let addrs = |info: &mut Info| {
+                        info.dest_addr = Some(Address::from(peer));
+                        if let Some(l) = local {
+                            info.src_addr = Some(Address::from(l));
                         }
-                        None => drop(self.fabric.take_pending(handle)),
+                        info.addr_format = if peer.is_ipv6() {
+                            AddrFormat::SOCKADDR_IN6
+                        } else {
+                            AddrFormat::SOCKADDR_IN
+                        };
+                    };
+                    if !self.base.report_request(handle, addrs, data) {
+                        drop(self.fabric.take_pending(handle));
                     }
                 }
                 _ => {
@@ -483,7 +474,7 @@ impl Progress for PepInner {
     /// Listening: the listening socket and every accepted socket whose request has not
     /// all arrived.
     fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
-        let Ok(state) = self.state.try_lock() else {
+        let Some(state) = self.base.try_listener() else {
             return false;
         };
         if state.listening {
@@ -496,22 +487,19 @@ impl Progress for PepInner {
 
 impl PassiveEndpointOps<Fabric> for PassiveEp {
     fn bind_eq(&self, eq: &KitEq, _flags: u64) -> Result<()> {
-        lock(&self.inner.state).eq = Some(eq.clone());
+        self.inner.base.bind_eq(eq);
         Ok(())
     }
 
     fn listen(&self) -> Result<()> {
-        let mut state = lock(&self.inner.state);
-        ofi_kit::cm::bound_eq(NAME, state.eq.as_ref(), "fi_listen")?;
-        if state.listening {
-            return Ok(());
-        }
-        state
-            .sock
-            .listen(state.backlog)
-            .map_err(|e| io_err("listen", e))?;
-        state.listening = true;
-        Ok(())
+        self.inner.base.listen(|state| {
+            state
+                .sock
+                .listen(state.backlog)
+                .map_err(|e| io_err("listen", e))?;
+            state.listening = true;
+            Ok(())
+        })
     }
 
     /// `FI_BACKLOG` (`int *`): the listen backlog, before `fi_listen` or after it (the
@@ -539,7 +527,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
                 format!("{NAME}: FI_BACKLOG {backlog}: a backlog is not negative"),
             ));
         }
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.base.listener();
         if state.listening {
             state
                 .sock
@@ -553,10 +541,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     fn reject(&self, handle: usize, param: &[u8]) -> Result<()> {
         check_cm_data("reject data", param)?;
         let Some(c) = self.inner.fabric.take_pending(handle) else {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: reject: no pending connection request with this handle"),
-            ));
+            return Err(self.inner.base.no_pending_request());
         };
         let msg = crate::proto::cm_message(CmKind::Reject, param);
         let r = c.sock.write_all_timeout(&msg, 1000);
@@ -567,7 +552,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     /// The listening address; listening on the wildcard address, the address a peer
     /// connects to instead (see `FabricShared::reachable`).
     fn getname(&self) -> Result<Vec<u8>> {
-        let state = lock(&self.inner.state);
+        let state = self.inner.base.listener();
         let a = state
             .sock
             .local_addr()
@@ -580,7 +565,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     /// taken or not local).
     fn setname(&self, addr: &[u8]) -> Result<()> {
         let a = crate::ep::ip_name(addr)?;
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.base.listener();
         if state.listening {
             return Err(Error::new(
                 Errno::EOPBADSTATE,

@@ -105,7 +105,7 @@ pub mod fabric;
 pub mod proto;
 pub mod sock;
 
-use ofi_core::attr::{DomainAttr, EpAttr, Info, TxAttr};
+use ofi_core::attr::{DomainAttr, Info, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Host;
 use ofi_core::{AddrFormat, Caps, EpType, MsgOrder, OpFlags, Protocol, Result, Version};
@@ -262,17 +262,12 @@ impl TcpProvider {
                 ..TxAttr::default()
             },
             rx_attr: info::rx_attr(caps, OpFlags::COMPLETION, order, s.rx_size, IOV_LIMIT),
-            ep_attr: EpAttr {
-                max_order_raw_size: s.max_msg_size,
-                max_order_war_size: s.max_msg_size,
-                max_order_waw_size: s.max_msg_size,
-                ..info::ep_attr(
-                    EpType::Msg,
-                    Protocol::SOCK_TCP,
-                    u32::from(proto::PROTO_VERSION),
-                    s.max_msg_size,
-                )
-            },
+            ep_attr: info::ordered_at_every_size(info::ep_attr(
+                EpType::Msg,
+                Protocol::SOCK_TCP,
+                u32::from(proto::PROTO_VERSION),
+                s.max_msg_size,
+            )),
             domain_attr: DomainAttr {
                 ep_cnt: 8192,
                 tx_ctx_cnt: 8192,
@@ -360,14 +355,7 @@ mod tests {
         hints.src_addr = Some(ofi_core::Address::Inet("127.0.0.1:0".parse().unwrap()));
         let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
         req.hints = Some(hints);
-        let out = prov().getinfo(&req);
-        assert!(!out.infos.is_empty(), "{:?}", out.error);
-        for info in &out.infos {
-            let nic = info.nic.as_ref().expect("a NIC");
-            assert_eq!(nic.network_type.as_deref(), Some("Loopback"), "{nic:?}");
-            assert!(nic.mtu > 0 && nic.link_up, "{nic:?}");
-            assert_eq!(nic.bus, ofi_core::Bus::Unknown, "loopback sits on no bus");
-        }
+        ofi_conformance::nic::assert_every_nic_is_loopback(&prov().getinfo(&req));
     }
 
     /// Data progress is manual unless the hints ask for auto.

@@ -218,7 +218,6 @@ fn sigkill_peer_mid_transfer() {
 /// event follows).
 #[test]
 fn a_message_sent_before_a_reset_is_delivered_when_our_write_fails() {
-    use std::os::fd::AsRawFd;
     let RawConn { mut raw, s, .. } = raw_connection(Caps::MSG);
     let mut h = proto::Hdr::new(proto::Op::Msg);
     h.size = 5;
@@ -228,21 +227,9 @@ fn a_message_sent_before_a_reset_is_delivered_when_our_write_fails() {
     v.extend_from_slice(b"hello");
     raw.write_all(&v).unwrap();
     // Close with a zero linger time: the kernel resets the connection.
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: `linger` is a live struct of the size given; the descriptor is `raw`'s.
-    let r = unsafe {
-        libc::setsockopt(
-            raw.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(r, 0);
+    socket2::SockRef::from(&raw)
+        .set_linger(Some(Duration::ZERO))
+        .expect("SO_LINGER");
     let ours = socket_fd_of(raw.peer_addr().unwrap(), raw.local_addr().unwrap())
         .expect("the endpoint's socket");
     drop(raw);

@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ofi_core::attr::Info;
 use ofi_core::provider::PassiveEndpointOps;
-use ofi_core::{Address, EpType, Errno, Error, Result};
+use ofi_core::{Address, Result};
+use ofi_kit::cm::{PepBase, PepListener};
 use ofi_kit::eq::KitEq;
 use ofi_kit::progress::{FdInterest, Progress};
 use ofi_rdma::{CmChannel, CmEventKind, CmPeer, DeviceKind};
@@ -133,36 +134,38 @@ impl Progress for CmHub {
     }
 }
 
-#[derive(Debug)]
-struct PepState {
-    eq: Option<KitEq>,
-    listener: Option<(u64, SocketAddr)>,
+/// A passive endpoint's listener: once listening, the channel's listener id and the
+/// address it listens at.
+#[derive(Debug, Default)]
+struct Listener {
+    at: Option<(u64, SocketAddr)>,
+}
+
+impl PepListener for Listener {
+    fn is_listening(&self) -> bool {
+        self.at.is_some()
+    }
 }
 
 /// The shared part of a passive endpoint.
 #[derive(Debug)]
 pub(crate) struct PepInner {
     fabric: Arc<FabricShared>,
-    info: Info,
-    fid: usize,
-    state: Mutex<PepState>,
+    base: PepBase<Listener>,
 }
 
 impl PepInner {
     /// Report a connect request on the EQ; `false` when there is no EQ or it is full.
     fn report_request(&self, id: u64, data: Vec<u8>) -> bool {
-        let state = lock(&self.state);
-        let Some(eq) = &state.eq else {
-            return false;
+        let listening_at = self.base.listener().at.map(|(_, a)| a);
+        let addrs = |info: &mut Info| {
+            if let Some(a) = listening_at {
+                info.src_addr = Some(Address::from(a));
+            }
+            info.dest_addr = None;
         };
-        let mut info = self.info.clone();
-        info.handle = usize::try_from(id).unwrap_or(usize::MAX);
-        info.ep_attr.ep_type = EpType::Msg;
-        if let Some((_, a)) = state.listener {
-            info.src_addr = Some(Address::from(a));
-        }
-        info.dest_addr = None;
-        eq.connreq(self.fid, info, data).is_ok()
+        let handle = usize::try_from(id).unwrap_or(usize::MAX);
+        self.base.report_request(handle, addrs, data)
     }
 }
 
@@ -208,21 +211,10 @@ impl PassiveEp {
         info: &Info,
         context: usize,
     ) -> Result<PassiveEp> {
-        if !matches!(info.ep_attr.ep_type, EpType::Msg | EpType::Unspec) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: passive endpoints are FI_EP_MSG only"),
-            ));
-        }
         Ok(PassiveEp {
             inner: Arc::new(PepInner {
                 fabric,
-                info: info.clone(),
-                fid: context,
-                state: Mutex::new(PepState {
-                    eq: None,
-                    listener: None,
-                }),
+                base: PepBase::open(NAME, info, context, Listener::default())?,
             }),
         })
     }
@@ -230,50 +222,44 @@ impl PassiveEp {
 
 impl PassiveEndpointOps<Fabric> for PassiveEp {
     fn bind_eq(&self, eq: &KitEq, _flags: u64) -> Result<()> {
-        lock(&self.inner.state).eq = Some(eq.clone());
+        self.inner.base.bind_eq(eq);
         Ok(())
     }
 
     fn listen(&self) -> Result<()> {
-        let mut state = lock(&self.inner.state);
-        ofi_kit::cm::bound_eq(NAME, state.eq.as_ref(), "fi_listen")?;
-        if state.listener.is_some() {
-            return Ok(());
-        }
-        let hub = &self.inner.fabric.hub;
-        let (id, at) = hub
-            .channel
-            .listen(bind_addr(&self.inner.info, hub.channel.kind()))?;
-        lock(&hub.routes)
-            .listeners
-            .insert(id, Arc::downgrade(&self.inner));
-        state.listener = Some((id, at));
-        Ok(())
+        self.inner.base.listen(|listener| {
+            let hub = &self.inner.fabric.hub;
+            let (id, at) = hub
+                .channel
+                .listen(bind_addr(self.inner.base.info(), hub.channel.kind()))?;
+            lock(&hub.routes)
+                .listeners
+                .insert(id, Arc::downgrade(&self.inner));
+            listener.at = Some((id, at));
+            Ok(())
+        })
     }
 
     fn reject(&self, handle: usize, param: &[u8]) -> Result<()> {
         let hub = &self.inner.fabric.hub;
         let id = handle as u64;
         if hub.take_pending(id).is_none() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: reject: no pending connection request with this handle"),
-            ));
+            return Err(self.inner.base.no_pending_request());
         }
         hub.channel.reject(id, param)
     }
 
     fn getname(&self) -> Result<Vec<u8>> {
-        let state = lock(&self.inner.state);
-        let a = match state.listener {
+        let a = match self.inner.base.listener().at {
             Some((_, a)) => a,
-            None => listen_addr(&self.inner.info),
+            None => listen_addr(self.inner.base.info()),
         };
         Ok(Address::from(a).to_bytes())
     }
 
     fn close(&self) -> Result<()> {
-        if let Some((id, _)) = lock(&self.inner.state).listener.take() {
+        let listening = self.inner.base.listener().at.take();
+        if let Some((id, _)) = listening {
             let hub = &self.inner.fabric.hub;
             hub.channel.close_listener(id);
             lock(&hub.routes).listeners.remove(&id);

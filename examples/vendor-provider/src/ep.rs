@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use ofi_core::abi::raw::{Iov, Msg};
 use ofi_core::attr::Info;
-use ofi_core::provider::{BindTarget, Desc, EndpointOps};
+use ofi_core::provider::{BindTarget, CqBindFlags, Desc, EndpointOps};
 use ofi_core::{AddrFormat, Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 
 use crate::av::AvShared;
@@ -495,32 +495,17 @@ impl EndpointOps<Fabric> for Endpoint {
         let mut setup = lock(&ep.setup);
         match target {
             BindTarget::Cq(cq) => {
-                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
-                if !(dirs | OpFlags::SELECTIVE_COMPLETION).contains(flags)
-                    || !flags.intersects(dirs)
-                {
-                    return Err(Error::new(
-                        Errno::EBADFLAGS,
-                        "unixdgram: a CQ binds with FI_TRANSMIT and/or FI_RECV (and FI_SELECTIVE_COMPLETION)",
-                    ));
-                }
+                let sides = CqBindFlags::parse(flags).map_err(|e| e.context(NAME))?;
                 let b = CqBinding {
                     cq: cq.shared(),
-                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
+                    selective: sides.selective,
                 };
-                let tx = flags.contains(OpFlags::TRANSMIT);
-                let rx = flags.contains(OpFlags::RECV);
-                if (tx && setup.tx.is_some()) || (rx && setup.rx.is_some()) {
+                let setup = &mut *setup;
+                if !sides.store(b, &mut setup.tx, &mut setup.rx) {
                     return Err(Error::new(
                         Errno::EINVAL,
                         "unixdgram: a CQ is already bound for that direction",
                     ));
-                }
-                if tx {
-                    setup.tx = Some(b.clone());
-                }
-                if rx {
-                    setup.rx = Some(b);
                 }
                 Ok(())
             }

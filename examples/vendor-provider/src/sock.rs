@@ -8,9 +8,9 @@
 //! name lets the kernel pick a unique one ("autobind": five hex digits).
 //!
 //! Everything here is non-blocking: a call that would wait returns `Ok(None)` (receive)
-//! or an `io::Error` of kind `WouldBlock` (send). `EINTR` is retried. Every `unsafe`
-//! block is a plain libc call on memory this module owns or borrows for the call.
-//! Nothing here panics.
+//! or an `io::Error` of kind `WouldBlock` (send). `EINTR` is retried. Socket options
+//! go through `socket2`; every `unsafe` block is a plain libc call on memory this
+//! module owns or borrows for the call. Nothing here panics.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -117,19 +117,9 @@ impl DgramSocket {
             )
         })?;
 
-        let size = libc::c_int::try_from(sndbuf).unwrap_or(libc::c_int::MAX);
-        // SAFETY: `size` is a live c_int and its length is passed. A failure only means
-        // the default buffer stays; the largest datagram is then smaller, which the
-        // caller discovers as EMSGSIZE.
-        let _ = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_SNDBUF,
-                (&size as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        // A failure only means the default buffer stays; the largest datagram is then
+        // smaller, which the caller discovers as EMSGSIZE.
+        let _ = socket2::SockRef::from(&fd).set_send_buffer_size(sndbuf);
 
         // Read the name back (the kernel chose it when we autobound).
         let mut bound = SockAddr::empty();

@@ -508,7 +508,7 @@ mod lookup;
 mod ops;
 mod resolve;
 
-pub use ops::SharedAv;
+pub use ops::{AvGate, GatedAv, SharedAv};
 pub use resolve::{resolve_node_service, sym_range};
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The C API's view of the AV: core's [`AvOps`] for [`KitAv`] and for [`SharedAv`], the
-//! `KitAv` a provider's AV object and its endpoints share.
+//! The C API's view of the AV: core's [`AvOps`] for [`KitAv`], for [`SharedAv`] (the
+//! `KitAv` a provider's AV object and its endpoints share) and for [`GatedAv`] (a
+//! `SharedAv` whose calls pass the provider's [`AvGate`] first).
 
 use super::insert::fill;
 use super::*;
@@ -64,6 +65,139 @@ where
 
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()> {
         AvOps::<F>::bind_eq(&*self.0, eq, flags)
+    }
+}
+
+/// What a provider adds to the calls of its [`SharedAv`], for [`GatedAv`]: nothing by
+/// default, so a provider writes only what differs (shm's named AVs refuse the changes
+/// their views could not replay, record each insert in a shared table, and bring a view
+/// up to date before it is read).
+pub trait AvGate<P = ()>: Send + Sync + 'static {
+    /// Before `fi_av_insertsvc`, `fi_av_insertsym` and `fi_av_remove` (`call` names it).
+    ///
+    /// # Errors
+    /// The provider's reason to refuse the call; the AV is left as it was.
+    fn before_change(&self, _call: &str) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before `fi_av_lookup` and `fi_av_straddr` of `av` (`fi_av_straddr` formats the
+    /// address even when this fails: it cannot report an error).
+    ///
+    /// # Errors
+    /// The provider's reason to refuse the lookup.
+    fn before_read(&self, _av: &SharedAv<P>) -> Result<()> {
+        Ok(())
+    }
+
+    /// `fi_av_insert` of `addrs`: `insert` inserts them into the AV, writing their
+    /// fabric addresses to the slice it is given (`fi_addr` here) and returning how
+    /// many it inserted, as `fi_av_insert` does. By default it is just called.
+    ///
+    /// # Errors
+    /// The provider's reason to refuse the insert, or `insert`'s error.
+    fn insert(
+        &self,
+        _addrs: &[Address],
+        fi_addr: &mut [u64],
+        insert: impl FnOnce(&mut [u64]) -> Result<usize>,
+    ) -> Result<usize> {
+        insert(fi_addr)
+    }
+}
+
+/// A [`SharedAv`] whose calls pass the provider's [`AvGate`] `G` first: a provider
+/// whose AV only adds checks to some calls names `GatedAv<G>` as its `DomainOps::Av`
+/// and writes the gate, not the whole of core's [`AvOps`].
+#[derive(Debug)]
+pub struct GatedAv<G, P = ()> {
+    av: SharedAv<P>,
+    gate: G,
+}
+
+impl<G, P> GatedAv<G, P> {
+    /// `av`, behind `gate`.
+    pub fn new(av: SharedAv<P>, gate: G) -> GatedAv<G, P> {
+        GatedAv { av, gate }
+    }
+
+    /// The shared AV (what endpoints keep), reached without the gate.
+    pub fn shared(&self) -> &SharedAv<P> {
+        &self.av
+    }
+
+    /// The provider's gate.
+    pub fn gate(&self) -> &G {
+        &self.gate
+    }
+}
+
+impl<F, G, P> AvOps<F> for GatedAv<G, P>
+where
+    F: FabricOps,
+    EqOf<F>: AvEventTarget,
+    G: AvGate<P>,
+    P: Send + Sync + 'static,
+{
+    fn insert(
+        &self,
+        addrs: &[Address],
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        self.gate.insert(addrs, fi_addr, |fi_addr| {
+            AvOps::<F>::insert(&self.av, addrs, fi_addr, flags, context)
+        })
+    }
+
+    fn insertsvc(
+        &self,
+        node: &str,
+        service: &str,
+        fi_addr: &mut u64,
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        self.gate.before_change("fi_av_insertsvc")?;
+        AvOps::<F>::insertsvc(&self.av, node, service, fi_addr, flags, context)
+    }
+
+    fn insertsym(
+        &self,
+        node: &str,
+        nodecnt: usize,
+        service: &str,
+        svccnt: usize,
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        self.gate.before_change("fi_av_insertsym")?;
+        AvOps::<F>::insertsym(
+            &self.av, node, nodecnt, service, svccnt, fi_addr, flags, context,
+        )
+    }
+
+    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
+        self.gate.before_change("fi_av_remove")?;
+        AvOps::<F>::remove(&self.av, fi_addr, flags)
+    }
+
+    fn lookup(&self, fi_addr: u64) -> Result<Address> {
+        self.gate.before_read(&self.av)?;
+        AvOps::<F>::lookup(&self.av, fi_addr)
+    }
+
+    fn straddr(&self, addr: &Address) -> String {
+        // `fi_av_straddr` cannot fail: an AV its gate could not bring up to date still
+        // formats addresses.
+        let _ = self.gate.before_read(&self.av);
+        AvOps::<F>::straddr(&self.av, addr)
+    }
+
+    fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()> {
+        AvOps::<F>::bind_eq(&self.av, eq, flags)
     }
 }
 
@@ -187,5 +321,78 @@ mod tests {
             Errno::EINVAL
         );
         AvOps::<Ops>::close(&shared).unwrap();
+    }
+
+    /// A gate that refuses every change but `fi_av_insert`, and every read while
+    /// `stale`; it counts the reads it was asked about.
+    #[derive(Default)]
+    struct InsertOnly {
+        stale: std::sync::atomic::AtomicBool,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl AvGate for InsertOnly {
+        fn before_change(&self, call: &str) -> Result<()> {
+            Err(Error::new(Errno::EOPNOTSUPP, format!("{call} refused")))
+        }
+
+        fn before_read(&self, _av: &SharedAv) -> Result<()> {
+            self.reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.stale.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Error::new(Errno::EIO, "stale"));
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_gated_av_asks_its_gate_before_each_call() {
+        let config = AvConfig::new(AddrFormat::SOCKADDR_IN);
+        let kit = KitAv::open(&AvAttr::default(), 0, config).unwrap();
+        let gated = GatedAv::new(SharedAv::new(kit), InsertOnly::default());
+        let len = || gated.shared().kit().len();
+        let a: Address = Address::Inet("10.0.0.1:7000".parse().unwrap());
+        let mut fi_addr = [0u64; 1];
+        let inserted = AvOps::<Ops>::insert(&gated, std::slice::from_ref(&a), &mut fi_addr, 0, 0);
+        assert_eq!(inserted.unwrap(), 1, "the default insert hook inserts");
+        assert_eq!(len(), 1);
+        let refused = |r: Result<usize>, call: &str| {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), Errno::EOPNOTSUPP, "{call}");
+            assert_eq!(e.message(), format!("{call} refused"));
+        };
+        let mut one = 0;
+        refused(
+            AvOps::<Ops>::insertsvc(&gated, "10.0.0.2", "7001", &mut one, 0, 0),
+            "fi_av_insertsvc",
+        );
+        let mut sym = [0u64; 2];
+        refused(
+            AvOps::<Ops>::insertsym(&gated, "10.0.0.3", 2, "7002", 1, &mut sym, 0, 0),
+            "fi_av_insertsym",
+        );
+        refused(
+            AvOps::<Ops>::remove(&gated, &fi_addr, 0).map(|()| 0),
+            "fi_av_remove",
+        );
+        assert_eq!(len(), 1, "a refused change leaves the AV as it was");
+        assert_eq!(AvOps::<Ops>::lookup(&gated, fi_addr[0]).unwrap(), a);
+        gated
+            .gate()
+            .stale
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let e = AvOps::<Ops>::lookup(&gated, fi_addr[0]).unwrap_err();
+        assert_eq!(e.code(), Errno::EIO, "a refused read fails the lookup");
+        assert_eq!(
+            AvOps::<Ops>::straddr(&gated, &a),
+            AvOps::<Ops>::straddr(&**gated.shared().kit(), &a),
+            "straddr formats even when the gate refuses the read"
+        );
+        let reads = gated
+            .gate()
+            .reads
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(reads, 3, "two lookups and one straddr");
     }
 }

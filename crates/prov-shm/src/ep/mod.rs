@@ -555,12 +555,7 @@ impl Endpoint {
     /// The default operation flags of `info`'s attributes (`FI_EBADFLAGS` for a flag
     /// shm does not take as a default).
     fn default_flags(info: &Info) -> Result<DefaultOpFlags> {
-        DefaultOpFlags::from_attrs(
-            NAME,
-            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
-            info.rx_attr.op_flags,
-            <Self as DataPath>::OP_FLAGS,
-        )
+        DefaultOpFlags::of_endpoint::<Self>(info)
     }
 
     /// An endpoint for `info` on `region` (created by the caller), registered with

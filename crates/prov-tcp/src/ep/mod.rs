@@ -359,12 +359,7 @@ impl Endpoint {
         let mut peer = None;
         // Checked before a pending connection is taken: bad flags or a bad class leave
         // it pending.
-        let flags = DefaultOpFlags::from_attrs(
-            NAME,
-            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
-            info.rx_attr.op_flags,
-            <Endpoint as DataPath>::OP_FLAGS,
-        )?;
+        let flags = DefaultOpFlags::of_endpoint::<Endpoint>(info)?;
         let dscp = ofi_core::control::endpoint_dscp(info).map_err(|e| e.context(NAME))?;
         if info.handle != 0 {
             let Some(c) = dom.fabric.take_pending(info.handle) else {

@@ -391,7 +391,8 @@ impl Shared {
         }
         let (credits, instance) = if conn.attempt == Some(slot) {
             conn.attempt = None;
-            match Hello::parse(data) {
+            // The peer's accept: its credits and instance, or why it is refused.
+            let accepted = match Hello::parse(data) {
                 Ok(h)
                     if h.kind == Kind::Accept
                         && h.version == proto::VERSION
@@ -400,16 +401,11 @@ impl Shared {
                 {
                     conn.peer_sar = h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
                     conn.peer_rma_event = h.rma_event;
-                    (h.credits as usize, Some(h.instance))
+                    Ok((h.credits as usize, Some(h.instance)))
                 }
                 Ok(h) => {
                     ofi_core::ofi_warn!(NAME, "ep_ctrl", "peer accepted with an incompatible handshake (kind {:?}, version {}, buffer size {})", h.kind, h.version, h.buffer_size);
-                    self.drop_msg(state, Some(slot));
-                    state
-                        .conn_mgr
-                        .on_refused(conn_id, Errno::ECONNREFUSED, Reason::Version, now);
-                    self.run_actions(active, state);
-                    return;
+                    Err(Reason::Version)
                 }
                 Err(e) => {
                     ofi_core::ofi_warn!(
@@ -417,10 +413,16 @@ impl Shared {
                         "ep_ctrl",
                         "peer accepted with a malformed handshake: {e}"
                     );
+                    Err(Reason::Malformed)
+                }
+            };
+            match accepted {
+                Ok(accepted) => accepted,
+                Err(reason) => {
                     self.drop_msg(state, Some(slot));
                     state
                         .conn_mgr
-                        .on_refused(conn_id, Errno::ECONNREFUSED, Reason::Malformed, now);
+                        .on_refused(conn_id, Errno::ECONNREFUSED, reason, now);
                     self.run_actions(active, state);
                     return;
                 }

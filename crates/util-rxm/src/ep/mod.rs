@@ -527,12 +527,7 @@ impl Endpoint {
         sep: scalable::Membership,
     ) -> Result<Endpoint> {
         // Checked first: a refused open leaves nothing registered.
-        let flags = DefaultOpFlags::from_attrs(
-            NAME,
-            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
-            info.rx_attr.op_flags,
-            <Self as ofi_kit::dataops::DataPath>::OP_FLAGS,
-        )?;
+        let flags = DefaultOpFlags::of_endpoint::<Self>(info)?;
         let auth = ofi_kit::auth::AuthTag::of(ofi_kit::auth::endpoint_key(
             NAME,
             info,
