@@ -295,11 +295,10 @@ ofi_kit::core_provider! {
         ]
     }
 
-    /// The framework's matcher; then data progress becomes manual unless the hints
-    /// asked for auto (as the C provider answers): a busy-polling application gets no
-    /// progress thread competing with it.
-    /// The framework's matcher with the IP resolver; each result names the NIC of its
-    /// source address (`ofi_kit::nic`).
+    /// The framework's matcher with the IP resolver; then data progress becomes manual
+    /// unless the hints asked for auto (as the C provider answers: a busy-polling
+    /// application gets no progress thread competing with it), and each result names the
+    /// NIC of its source address (`ofi_kit::nic`).
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         let mut out = info::getinfo_preferring_manual(self, req, &getinfo::IpResolver);
         ofi_kit::nic::fill(&mut out.infos);

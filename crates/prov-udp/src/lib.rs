@@ -558,15 +558,7 @@ mod tests {
 
     #[test]
     fn each_result_names_the_nic_of_its_source_address() {
-        let req = loopback_request();
-        let out = prov().getinfo(&req);
-        assert!(!out.infos.is_empty());
-        for info in &out.infos {
-            let nic = info.nic.as_ref().expect("a NIC");
-            assert_eq!(nic.network_type.as_deref(), Some("Loopback"), "{nic:?}");
-            assert!(nic.mtu > 0 && nic.link_up, "{nic:?}");
-            assert_eq!(nic.bus, ofi_core::Bus::Unknown, "loopback sits on no bus");
-        }
+        ofi_conformance::nic::assert_every_nic_is_loopback(&prov().getinfo(&loopback_request()));
     }
 
     #[test]
